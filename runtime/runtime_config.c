@@ -1,0 +1,183 @@
+/* runtime_config.c: the TP_* table, value parsing and the environment check. */
+#include "runtime_config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "runtime_log.h"
+
+const tp_config_entry_t tp_config_table[] = {
+    /* The world contract a launcher gives each rank. */
+    {"TP_RANK", "rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index in the world (0-based)"},
+    {"TP_WORLD_SIZE", "world_size", TP_CONFIG_INT, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
+     "number of ranks in the job"},
+    {"TP_LOCAL_RANK", "local_rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index on its host"},
+    {"TP_LOCAL_WORLD_SIZE", "local_world_size", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL,
+     "number of ranks on this host"},
+    {"TP_NODE_RANK", "node_rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this host's index among the job's hosts"},
+    {"TP_JOB_ID", "job_id", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
+     "the job's id, the same on every rank"},
+    {"TP_BOOT_ADDR", "boot_addr", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "host:port of rank 0's bootstrap listener"},
+    {"TP_BOOT_FD", "boot_fd", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL,
+     "rank 0 only: an inherited listening socket for the bootstrap (tprun binds it, so no port is guessed)"},
+    {"TP_JOB_KEY", "job_key", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "the job's secret (32 hex digits); every connection proves it knows it; never printed"},
+    /* Settings a user may change; those marked agree must match on every rank. */
+    {"TP_BOOT_TIMEOUT", "boot_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "60",
+     "seconds to wait for every rank to check in before the bootstrap fails naming the missing ranks"},
+    {"TP_BOOT_REPORT", "boot_report", TP_CONFIG_SECONDS, TP_CONFIG_USER, "2",
+     "seconds between 'waiting for ranks ...' messages while the bootstrap waits"},
+    {"TP_HEARTBEAT_TIMEOUT", "heartbeat_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "1",
+     "seconds without a heartbeat after which a peer counts as hung and the job fails"},
+    {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
+     "large collectives move in parts of this many bytes"},
+    {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
+     "transports to use, in order (shm,tcp), or ^name to exclude; empty means all"},
+    {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
+     "microseconds a waiting rank spins before it blocks in the kernel"},
+    {"TP_LOG_LEVEL", "log_level", TP_CONFIG_STRING, TP_CONFIG_USER, "warn",
+     "error, warn, info, debug or trace"},
+    {"TP_KILL_GRACE", "kill_grace", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
+     "tprun: seconds between SIGTERM and SIGKILL when the job is ended"},
+    {"TP_TIMEOUT", "timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, NULL,
+     "tprun: end the job after this many seconds (as --timeout)"},
+    {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
+     "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT"},
+};
+const size_t tp_config_table_len = sizeof(tp_config_table) / sizeof(tp_config_table[0]);
+
+const tp_config_entry_t *tp_config_find_env(const char *env)
+{
+    for (size_t i = 0; i < tp_config_table_len; i++)
+        if (strcmp(tp_config_table[i].env, env) == 0) return &tp_config_table[i];
+    return NULL;
+}
+
+const char *tp_config_value(const char *env)
+{
+    const char *v = getenv(env);
+    if (v != NULL) return v;
+    const tp_config_entry_t *e = tp_config_find_env(env);
+    return e != NULL ? e->default_value : NULL;
+}
+
+static tp_status_t bad_value(const char *name, const char *text, const char *expected, char *err, size_t len)
+{
+    snprintf(err, len, "%s: expected %s, got \"%s\"", name, expected, text);
+    return TP_ERR_INVALID;
+}
+
+tp_status_t tp_config_parse_int(const char *name, const char *text, int64_t *out, char *err, size_t err_len)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || v < 0 || text[0] == '-' || text[0] == '+' ||
+        text[0] == ' ')
+        return bad_value(name, text, "a non-negative integer", err, err_len);
+    *out = v;
+    return TP_OK;
+}
+
+tp_status_t tp_config_parse_size(const char *name, const char *text, uint64_t *out, char *err, size_t err_len)
+{
+    char *end;
+    errno = 0;
+    if (text[0] < '0' || text[0] > '9') return bad_value(name, text, "a byte count such as 4194304 or 4M", err, err_len);
+    unsigned long long v = strtoull(text, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (*end != '\0' || errno != 0 || v == 0 || v > (UINT64_MAX >> 34))
+        return bad_value(name, text, "a positive byte count such as 4194304 or 4M", err, err_len);
+    *out = (uint64_t)v << shift;
+    return TP_OK;
+}
+
+tp_status_t tp_config_parse_seconds(const char *name, const char *text, double *out, char *err, size_t err_len)
+{
+    char *end;
+    errno = 0;
+    if ((text[0] < '0' || text[0] > '9') && text[0] != '.')
+        return bad_value(name, text, "a positive number of seconds", err, err_len);
+    double v = strtod(text, &end);
+    if (*end != '\0' || errno != 0 || !(v > 0) || !isfinite(v) || v > 1e7)
+        return bad_value(name, text, "a positive number of seconds", err, err_len);
+    *out = v;
+    return TP_OK;
+}
+
+tp_status_t tp_config_parse_bool(const char *name, const char *text, int *out, char *err, size_t err_len)
+{
+    static const char *const yes[] = {"1", "yes", "true", "on"};
+    static const char *const no[] = {"0", "no", "false", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(text, yes[i]) == 0) return *out = 1, TP_OK;
+        if (strcasecmp(text, no[i]) == 0) return *out = 0, TP_OK;
+    }
+    return bad_value(name, text, "1, 0, yes, no, true, false, on or off", err, err_len);
+}
+
+static tp_status_t check_value(const tp_config_entry_t *e, const char *text, char *err, size_t err_len)
+{
+    int64_t i;
+    uint64_t u;
+    double d;
+    int b;
+    switch (e->kind) {
+    case TP_CONFIG_INT: return tp_config_parse_int(e->env, text, &i, err, err_len);
+    case TP_CONFIG_SIZE: return tp_config_parse_size(e->env, text, &u, err, err_len);
+    case TP_CONFIG_SECONDS: return tp_config_parse_seconds(e->env, text, &d, err, err_len);
+    case TP_CONFIG_BOOL: return tp_config_parse_bool(e->env, text, &b, err, err_len);
+    case TP_CONFIG_STRING: return TP_OK;
+    }
+    return TP_OK;
+}
+
+tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err_len)
+{
+    tp_status_t first = TP_OK;
+    for (char *const *ep = environ_; ep != NULL && *ep != NULL; ep++) {
+        if (strncmp(*ep, "TP_", 3) != 0) continue;
+        const char *eq = strchr(*ep, '=');
+        if (eq == NULL) continue;
+        char name[128];
+        size_t n = (size_t)(eq - *ep);
+        if (n >= sizeof(name)) n = sizeof(name) - 1;
+        memcpy(name, *ep, n);
+        name[n] = '\0';
+        const tp_config_entry_t *e = tp_config_find_env(name);
+        if (e == NULL) {
+            tp_log(TP_LOG_WARN, "config", "unknown variable %s ignored (tprun --info lists them all)", name);
+            continue;
+        }
+        if (first == TP_OK) first = check_value(e, eq + 1, err, err_len);
+    }
+    if (first == TP_OK) {
+        const char *level = tp_config_value("TP_LOG_LEVEL");
+        if (tp_log_level_parse(level) < 0) {
+            snprintf(err, err_len, "TP_LOG_LEVEL: expected error, warn, info, debug or trace, got \"%s\"", level);
+            first = TP_ERR_INVALID;
+        }
+    }
+    return first;
+}
+
+void tp_config_print(int fd)
+{
+    dprintf(fd, "%-22s %-8s %-10s %s\n", "variable", "default", "current", "meaning");
+    for (size_t i = 0; i < tp_config_table_len; i++) {
+        const tp_config_entry_t *e = &tp_config_table[i];
+        const char *cur = getenv(e->env);
+        if (cur != NULL && strcmp(e->env, "TP_JOB_KEY") == 0) cur = "(set)";
+        dprintf(fd, "%-22s %-8s %-10s %s%s\n", e->env, e->default_value ? (e->default_value[0] ? e->default_value : "\"\"") : "-",
+                cur ? cur : "-", (e->flags & TP_CONFIG_AGREE) ? "[agreed] " : "", e->help);
+    }
+}

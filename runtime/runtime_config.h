@@ -1,0 +1,55 @@
+/* runtime_config.h: the one table of TP_* environment variables, with defaults and help text. */
+#ifndef RUNTIME_CONFIG_H
+#define RUNTIME_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tp.h"
+
+typedef enum tp_config_kind {
+    TP_CONFIG_STRING,
+    TP_CONFIG_INT,     /* a non-negative integer */
+    TP_CONFIG_SIZE,    /* a positive byte count, with an optional K, M or G suffix */
+    TP_CONFIG_SECONDS, /* a positive duration in seconds, decimals allowed */
+    TP_CONFIG_BOOL,    /* 0/1, yes/no, true/false, on/off */
+} tp_config_kind_t;
+
+/* Who sets a variable: the user (a setting), or a launcher for each rank (the world contract). */
+enum {
+    TP_CONFIG_USER = 1u << 0,
+    TP_CONFIG_LAUNCHER = 1u << 1,
+    TP_CONFIG_AGREE = 1u << 2, /* must be equal on every rank: compared by the settings agreement */
+    TP_CONFIG_TPRUN = 1u << 3, /* read by tprun itself */
+};
+
+typedef struct tp_config_entry {
+    const char *env;           /* TP_BOOT_TIMEOUT */
+    const char *setting;       /* boot_timeout: the name in the settings agreement and messages */
+    tp_config_kind_t kind;
+    unsigned flags;
+    const char *default_value; /* NULL: unset by default */
+    const char *help;          /* one line */
+} tp_config_entry_t;
+
+extern const tp_config_entry_t tp_config_table[];
+extern const size_t tp_config_table_len;
+
+const tp_config_entry_t *tp_config_find_env(const char *env);
+
+/* Parses a value of an entry's kind; on error writes a message naming the variable into err. */
+tp_status_t tp_config_parse_int(const char *name, const char *text, int64_t *out, char *err, size_t err_len);
+tp_status_t tp_config_parse_size(const char *name, const char *text, uint64_t *out, char *err, size_t err_len);
+tp_status_t tp_config_parse_seconds(const char *name, const char *text, double *out, char *err, size_t err_len);
+tp_status_t tp_config_parse_bool(const char *name, const char *text, int *out, char *err, size_t err_len);
+
+/* The environment's value of an entry, else its default (NULL when neither). */
+const char *tp_config_value(const char *env);
+
+/* Checks every TP_* variable in environ: bad values are errors (first one into err), unknown names warnings. */
+tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err_len);
+
+/* Writes the table (variable, default, current value, help) to fd, as tprun --info shows it. */
+void tp_config_print(int fd);
+
+#endif

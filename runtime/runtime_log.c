@@ -1,0 +1,82 @@
+/* runtime_log.c: levelled, prefixed log records, each written whole. */
+#include "runtime_log.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "tp.h"
+
+static _Atomic int log_level = TP_LOG_WARN;
+static _Atomic int log_rank = -1;
+static const char *log_program = "tp";
+static _Thread_local char last_error[512];
+
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+
+int tp_log_level_parse(const char *text)
+{
+    for (int i = 0; i <= TP_LOG_TRACE; i++)
+        if (text != NULL && strcasecmp(text, level_names[i]) == 0) return i;
+    return -1;
+}
+
+void tp_log_set_level(tp_log_level_t level) { log_level = (int)level; }
+void tp_log_set_rank(int rank) { log_rank = rank; }
+void tp_log_set_program(const char *name) { log_program = name; }
+int tp_log_enabled(tp_log_level_t level) { return (int)level <= log_level; }
+
+const char *tp_last_error(void) { return last_error; }
+
+void tp_log_write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list ap)
+{
+    if (level == TP_LOG_ERROR) {
+        va_list copy;
+        va_copy(copy, ap);
+        vsnprintf(last_error, sizeof(last_error), fmt, copy);
+        va_end(copy);
+    }
+    if (!tp_log_enabled(level)) return;
+    char line[4096];
+    char host[64];
+    if (gethostname(host, sizeof(host)) != 0) strcpy(host, "?");
+    host[sizeof(host) - 1] = '\0';
+    int n;
+    int rank = log_rank;
+    const char *tag = level == TP_LOG_ERROR ? "error: " : level == TP_LOG_WARN ? "warning: " : "";
+    if (rank >= 0)
+        n = snprintf(line, sizeof(line), "%s rank %d (%s:%d) %s: %s", log_program, rank, host, (int)getpid(),
+                     subsys, tag);
+    else
+        n = snprintf(line, sizeof(line), "%s (%s:%d) %s: %s", log_program, host, (int)getpid(), subsys, tag);
+    if (n < 0) return;
+    if ((size_t)n < sizeof(line)) {
+        int m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+        if (m > 0) n += m;
+    }
+    if ((size_t)n >= sizeof(line) - 1) n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    tp_log_write_all(STDERR_FILENO, line, (size_t)n);
+}
+
+void tp_log(tp_log_level_t level, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tp_log_v(level, subsys, fmt, ap);
+    va_end(ap);
+}
