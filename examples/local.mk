@@ -1,1 +1,2 @@
-# examples
+include examples/hello.mk
+include examples/mlp.mk

@@ -1,1 +1,4 @@
-# tests
+# Tests: each part of the tree keeps its own list.
+include tests/launcher.mk
+include tests/runtime.mk
+include tests/coll.mk
