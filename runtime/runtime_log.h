@@ -5,13 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-typedef enum tp_log_level {
-    TP_LOG_ERROR = 0,
-    TP_LOG_WARN = 1,
-    TP_LOG_INFO = 2,
-    TP_LOG_DEBUG = 3,
-    TP_LOG_TRACE = 4,
-} tp_log_level_t;
+#include "tp_provider.h"
 
 /* Parses "error".."trace"; -1 when unknown. */
 int tp_log_level_parse(const char *text);
@@ -20,10 +14,7 @@ void tp_log_set_level(tp_log_level_t level);
 void tp_log_set_rank(int rank);
 /* Program name used as the prefix's first word ("tp" for libtp, "tprun" for the launcher). */
 void tp_log_set_program(const char *name);
-int tp_log_enabled(tp_log_level_t level);
 
-/* Logs one record "tp rank R (host:pid) subsys: message"; errors are also kept as the thread's last error. */
-void tp_log(tp_log_level_t level, const char *subsys, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list ap);
 
 /* Writes a whole line to fd with one write() (retrying short writes); used for user-facing output too. */

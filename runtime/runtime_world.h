@@ -1,0 +1,99 @@
+/* runtime_world.h: the job as the bootstrap leaves it, shared by every comm of this process. */
+#ifndef RUNTIME_WORLD_H
+#define RUNTIME_WORLD_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tp.h"
+#include "tp_provider.h"
+
+#define TP_HOST_MAX 256
+#define TP_ADDRS_MAX 1024 /* "name=address;..." of every transport a rank opened */
+#define TP_JOB_ID_MAX 128
+
+/* One rank as it checked in. */
+typedef struct tp_peer_record {
+    int rank;
+    int local_rank;
+    int local_size;
+    int node_rank;
+    pid_t pid;
+    char host[TP_HOST_MAX];
+    char boot_ip[64];             /* the address it reached rank 0 from: where peers can reach it */
+    char addresses[TP_ADDRS_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
+} tp_peer_record_t;
+
+/* A key/value that must match on every rank. */
+typedef struct tp_setting {
+    char *key;
+    char *value;
+} tp_setting_t;
+
+/* How this process learned its place in the job. */
+typedef enum tp_world_source {
+    TP_WORLD_SINGLETON = 0,
+    TP_WORLD_TPRUN = 1,
+    TP_WORLD_TORCHRUN = 2,
+    TP_WORLD_PMIX = 3,
+} tp_world_source_t;
+
+typedef struct tp_world {
+    tp_world_source_t source;
+    int rank;
+    int size;
+    int local_rank; /* -1 until known: then derived from the table by host */
+    int local_size;
+    int node_rank;
+    char job_id[TP_JOB_ID_MAX];
+    uint8_t job_key[TP_JOB_KEY_BYTES];
+    char boot_host[TP_HOST_MAX]; /* rank 0's bootstrap listener */
+    int boot_port;
+    int boot_listen_fd; /* rank 0: the listener (inherited from tprun, or bound); -1 elsewhere */
+
+    /* settings (agreed ones are compared at init) */
+    double boot_timeout_s;
+    double boot_report_s;
+    double heartbeat_timeout_s;
+    uint64_t part_bytes;
+    int spin_us;
+    char transports[256];
+    tp_setting_t *settings; /* every agreed setting, built-in and engine-added, in a fixed order */
+    int num_settings;
+
+    tp_peer_record_t *peers; /* size records, by rank, after the bootstrap */
+    char my_addresses[TP_ADDRS_MAX];
+
+    /* fate: rank 0 keeps one connection to every rank; the others one to rank 0 */
+    int *fate_fds; /* rank 0: fate_fds[r] for r >= 1; others: fate_fds[0] */
+
+    void *transport_state; /* owned by runtime_transports.c */
+} tp_world_t;
+
+/* A communicator: a subset of the world's ranks. */
+struct tp_comm {
+    tp_world_t *world;
+    int rank;
+    int size;
+    int *world_ranks; /* comm rank -> world rank */
+    int local_rank;
+    int local_size;
+    int node_rank;
+    uint32_t comm_id; /* the same on every member; frames carry it */
+    uint64_t seq;     /* collectives called on this comm so far */
+    void *coll_state; /* owned by the collectives layer */
+};
+
+/* Looks up a transport's address ("tcp") in a record's address list; copies it into out. */
+int tp_peer_address(const tp_peer_record_t *peer, const char *transport, char *out, size_t out_len);
+
+/* The transports layer (runtime_transports.c): opened before the bootstrap, connected after it. */
+tp_status_t tp_transports_open(tp_world_t *world);      /* fills world->my_addresses */
+tp_status_t tp_transports_connect(tp_world_t *world);   /* after world->peers is filled */
+void tp_transports_close(tp_world_t *world);
+
+/* The collectives layer: per-comm state. */
+tp_status_t tp_coll_comm_init(tp_comm_t *comm);
+void tp_coll_comm_fini(tp_comm_t *comm);
+
+#endif
