@@ -50,6 +50,8 @@ typedef struct tp_world {
     char boot_host[TP_HOST_MAX]; /* rank 0's bootstrap listener */
     int boot_port;
     int boot_listen_fd; /* rank 0: the listener (inherited from tprun, or bound); -1 elsewhere */
+    int boot_fd;        /* other ranks: the authenticated connection to rank 0 (kept for fate) */
+    char advertise_ip[64]; /* this rank's address as peers reach it (the bootstrap connection's local end) */
 
     /* settings (agreed ones are compared at init) */
     double boot_timeout_s;
