@@ -6,3 +6,12 @@ libtp_la_SOURCES = \
 	runtime/runtime_status.c
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm
 libtp_la_LDFLAGS = -version-info 0:0:0
+libtp_la_SOURCES += \
+	runtime/runtime_auth.c \
+	runtime/runtime_bootstrap.c runtime/runtime_bootstrap.h \
+	runtime/runtime_env.c runtime/runtime_env.h \
+	runtime/runtime_fate.c runtime/runtime_fate.h \
+	runtime/runtime_init.c \
+	runtime/runtime_record.c runtime/runtime_record.h \
+	runtime/runtime_wire.c runtime/runtime_wire.h \
+	runtime/runtime_world.h

@@ -1,1 +1,7 @@
-# tests of runtime
+# Bootstrap, settings agreement and fate: rank programs and the scripts that launch them.
+check_PROGRAMS += tests/runtime_rank tests/runtime_unit
+tests_runtime_rank_SOURCES = tests/runtime_rank.c
+tests_runtime_rank_LDADD = libtp.la
+tests_runtime_unit_SOURCES = tests/runtime_unit.c
+tests_runtime_unit_LDADD = libtp.la
+TESTS += tests/runtime_unit

@@ -1,0 +1,432 @@
+/* runtime_bootstrap.c: rank 0 collects the check-ins in one poll loop; the others connect, send, and wait. */
+#include "runtime_bootstrap.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "runtime_log.h"
+#include "runtime_record.h"
+#include "runtime_wire.h"
+
+#define RECORD_MAX (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + 4096)
+#define PENDING_EXTRA 64 /* connections beyond the world size still being authenticated */
+
+enum { CONN_AUTH, CONN_RECORD, CONN_IN };
+
+typedef struct boot_conn {
+    int fd;
+    int state;
+    int rank;
+    char name[64];
+    tp_auth_accept_t auth;
+    tp_msg_reader_t reader;
+} boot_conn_t;
+
+static int64_t seconds_ns(double s) { return (int64_t)(s * 1e9); }
+
+static tp_status_t resolve_ipv4(const char *host, char *out, size_t len)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0) return TP_ERR_NOT_FOUND;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, out, (socklen_t)len);
+    freeaddrinfo(ai);
+    return TP_OK;
+}
+
+static tp_status_t root_listen(tp_world_t *w)
+{
+    char why[256];
+    if (w->boot_listen_fd < 0) {
+        tp_status_t s = tp_tcp_listen(NULL, w->boot_port, w->size + PENDING_EXTRA, &w->boot_listen_fd, why,
+                                      sizeof(why));
+        if (s != TP_OK) {
+            tp_log(TP_LOG_ERROR, "boot", "rank 0: %s (is another job using port %d? set TP_BOOT_ADDR)", why,
+                   w->boot_port);
+            return TP_ERR_BOOTSTRAP;
+        }
+    }
+    tp_fd_set_nonblocking(w->boot_listen_fd);
+    tp_socket_local_ip(w->boot_listen_fd, w->advertise_ip, sizeof(w->advertise_ip));
+    if (strcmp(w->advertise_ip, "0.0.0.0") == 0 &&
+        resolve_ipv4(w->boot_host, w->advertise_ip, sizeof(w->advertise_ip)) != TP_OK)
+        snprintf(w->advertise_ip, sizeof(w->advertise_ip), "127.0.0.1");
+    return TP_OK;
+}
+
+tp_status_t tp_boot_connect(tp_world_t *w)
+{
+    if (w->rank == 0) return root_listen(w);
+    int64_t start = tp_now_ns(), deadline = start + seconds_ns(w->boot_timeout_s);
+    int64_t next_report = start + seconds_ns(w->boot_report_s), backoff = 1000000;
+    char peer[TP_HOST_MAX + 64], why[256] = "";
+    snprintf(peer, sizeof(peer), "rank 0's bootstrap at %s:%d", w->boot_host, w->boot_port);
+    for (;;) {
+        int fd;
+        tp_status_t s = tp_tcp_connect(w->boot_host, w->boot_port, deadline, &fd, why, sizeof(why));
+        if (s == TP_ERR_INVALID) {
+            tp_log(TP_LOG_ERROR, "boot", "%s: %s", peer, why);
+            return TP_ERR_BOOTSTRAP;
+        }
+        if (s == TP_OK) {
+            s = tp_auth_connect(fd, w->job_key, TP_CONN_BOOT, w->rank, deadline, peer);
+            if (s == TP_OK) {
+                w->boot_fd = fd;
+                tp_socket_local_ip(fd, w->advertise_ip, sizeof(w->advertise_ip));
+                return TP_OK;
+            }
+            close(fd);
+            if (s == TP_ERR_PROTOCOL) return TP_ERR_BOOTSTRAP;
+            snprintf(why, sizeof(why), "%s", s == TP_ERR_BOOTSTRAP ? "no answer to the handshake"
+                                                                    : "it closed the connection during the handshake");
+        }
+        int64_t now = tp_now_ns();
+        if (now >= deadline) {
+            tp_log(TP_LOG_ERROR, "boot", "bootstrap timed out after %g s: could not check in with %s (%s); "
+                   "waiting for rank 0", w->boot_timeout_s, peer, why);
+            return TP_ERR_BOOTSTRAP;
+        }
+        if (now >= next_report) {
+            tp_log(TP_LOG_WARN, "boot", "waiting for rank 0: %s: %s", peer, why);
+            next_report = now + seconds_ns(w->boot_report_s);
+        }
+        struct timespec ts = {0, (long)backoff};
+        nanosleep(&ts, NULL); /* retry pacing for a listener that is not up yet, not synchronization */
+        if (backoff < 100000000) backoff *= 2;
+    }
+}
+
+/* ---- rank 0 ---- */
+
+static void conn_close(boot_conn_t *c)
+{
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    tp_msg_reader_free(&c->reader);
+}
+
+static void missing_ranks(const int *in, int n, char *out, size_t len)
+{
+    int *m = malloc((size_t)n * sizeof(int)), k = 0;
+    if (m == NULL) return (void)snprintf(out, len, "?");
+    for (int r = 0; r < n; r++)
+        if (!in[r]) m[k++] = r;
+    tp_format_ranks(m, k, out, len);
+    free(m);
+}
+
+/* Sends an error to every checked-in rank; they fail with the same message. */
+static void root_broadcast_error(boot_conn_t *conns, int nconns, tp_status_t status, const char *msg)
+{
+    char buf[4200];
+    int n = snprintf(buf, sizeof(buf), "%d\n%s", (int)status, msg);
+    if (n >= (int)sizeof(buf)) n = (int)sizeof(buf) - 1;
+    for (int i = 0; i < nconns; i++)
+        if (conns[i].fd >= 0 && conns[i].state == CONN_IN)
+            tp_wire_send_msg(conns[i].fd, TP_MSG_ERROR, buf, (size_t)n, tp_now_ns() + 1000000000);
+}
+
+static void root_accept(tp_world_t *w, boot_conn_t *conns, int *nconns, int cap)
+{
+    for (;;) {
+        int fd = accept4(w->boot_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;
+        if (*nconns >= cap) {
+            char name[64];
+            tp_sockaddr_string(fd, 1, name, sizeof(name));
+            tp_log(TP_LOG_WARN, "boot", "refused connection from %s: too many connections pending", name);
+            close(fd);
+            continue;
+        }
+        boot_conn_t *c = &conns[(*nconns)++];
+        memset(c, 0, sizeof(*c));
+        c->fd = fd;
+        c->rank = -1;
+        c->state = CONN_AUTH;
+        tp_sockaddr_string(fd, 1, c->name, sizeof(c->name));
+        tp_auth_accept_init(&c->auth);
+        tp_msg_reader_init(&c->reader, RECORD_MAX);
+    }
+}
+
+/* Handles one readable connection; returns a job-fatal status with msg set, or TP_OK. */
+static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *checkins, int *in, int *checked,
+                                char *msg, size_t msg_len)
+{
+    char why[256];
+    if (c->state == CONN_AUTH) {
+        tp_auth_result_t a = tp_auth_accept_step(&c->auth, c->fd, w->job_key, TP_CONN_BOOT, why, sizeof(why));
+        if (a == TP_AUTH_MORE) return TP_OK;
+        if (a == TP_AUTH_DONE && (c->auth.rank < 1 || c->auth.rank >= w->size)) {
+            snprintf(why, sizeof(why), "claims rank %d, not in 1..%d", c->auth.rank, w->size - 1);
+            a = TP_AUTH_REFUSED;
+        }
+        if (a == TP_AUTH_REFUSED) {
+            tp_log(TP_LOG_WARN, "boot", "refused connection from %s: %s", c->name, why);
+            conn_close(c);
+            return TP_OK;
+        }
+        c->rank = c->auth.rank;
+        c->state = CONN_RECORD;
+    }
+    tp_read_result_t r = tp_msg_reader_step(&c->reader, c->fd, why, sizeof(why));
+    if (r == TP_READ_MORE) return TP_OK;
+    if (c->state == CONN_IN) {
+        snprintf(msg, msg_len, "rank %d (host %s, pid %d) %s during the bootstrap", c->rank,
+                 checkins[c->rank].record.host, (int)checkins[c->rank].record.pid,
+                 r == TP_READ_EOF ? "closed its connection (it died or exited)" : "broke the protocol");
+        return TP_ERR_BOOTSTRAP;
+    }
+    if (r == TP_READ_MSG && c->reader.header.type != TP_MSG_RECORD) {
+        snprintf(why, sizeof(why), "sent message type %u before its record", c->reader.header.type);
+        r = TP_READ_ERROR;
+    }
+    tp_checkin_t ci;
+    const char *text = c->reader.payload;
+    if (r == TP_READ_MSG && tp_record_parse(&text, &ci, why, sizeof(why)) != TP_OK) r = TP_READ_ERROR;
+    if (r == TP_READ_MSG && ci.record.rank != c->rank) {
+        snprintf(why, sizeof(why), "authenticated as rank %d but its record says rank %d", c->rank, ci.record.rank);
+        tp_checkin_free(&ci);
+        r = TP_READ_ERROR;
+    }
+    if (r != TP_READ_MSG) {
+        tp_log(TP_LOG_WARN, "boot", "dropped connection from %s (rank %d): %s", c->name, c->rank,
+               r == TP_READ_EOF ? "closed before checking in" : why);
+        conn_close(c);
+        return TP_OK;
+    }
+    if (in[c->rank]) {
+        snprintf(msg, msg_len, "rank %d checked in twice: pid %d on %s and pid %d on %s", c->rank,
+                 (int)checkins[c->rank].record.pid, checkins[c->rank].record.host, (int)ci.record.pid,
+                 ci.record.host);
+        tp_checkin_free(&ci);
+        return TP_ERR_BOOTSTRAP;
+    }
+    checkins[c->rank] = ci;
+    in[c->rank] = 1;
+    (*checked)++;
+    c->state = CONN_IN;
+    tp_msg_reader_reset(&c->reader);
+    return TP_OK;
+}
+
+static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns, tp_checkin_t *checkins)
+{
+    size_t cap = (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX, used = 0;
+    char *table = malloc(cap);
+    if (table == NULL) return TP_ERR_NO_MEMORY;
+    for (int r = 0; r < w->size; r++) {
+        int n = tp_record_format(&checkins[r].record, checkins[0].settings, r == 0 ? checkins[0].num_settings : 0,
+                                 table + used, cap - used);
+        if (n < 0) {
+            free(table);
+            return TP_ERR_NO_MEMORY;
+        }
+        used += (size_t)n;
+    }
+    int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
+    for (int i = 0; i < nconns; i++) {
+        if (conns[i].fd < 0 || conns[i].state != CONN_IN) continue;
+        if (tp_wire_send_msg(conns[i].fd, TP_MSG_TABLE, table, used, deadline) != TP_OK) {
+            tp_log(TP_LOG_ERROR, "boot", "rank %d (host %s) closed its connection before the table reached it",
+                   conns[i].rank, checkins[conns[i].rank].record.host);
+            free(table);
+            return TP_ERR_PEER_FAILED;
+        }
+        w->fate_fds[conns[i].rank] = conns[i].fd;
+        conns[i].fd = -1; /* kept open for the fate path */
+    }
+    free(table);
+    return TP_OK;
+}
+
+static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
+{
+    int cap = w->size + PENDING_EXTRA, nconns = 0, checked = 1;
+    boot_conn_t *conns = calloc((size_t)cap, sizeof(*conns));
+    int *in = calloc((size_t)w->size, sizeof(int));
+    struct pollfd *pfd = calloc((size_t)cap + 1, sizeof(*pfd));
+    char msg[4096] = "";
+    tp_status_t s = TP_OK;
+    if (conns == NULL || in == NULL || pfd == NULL) {
+        s = TP_ERR_NO_MEMORY;
+        goto out;
+    }
+    in[0] = 1;
+    int64_t start = tp_now_ns(), deadline = start + seconds_ns(w->boot_timeout_s);
+    int64_t next_report = start + seconds_ns(w->boot_report_s);
+    while (checked < w->size) {
+        int64_t now = tp_now_ns();
+        char list[512];
+        if (now >= deadline) {
+            missing_ranks(in, w->size, list, sizeof(list));
+            snprintf(msg, sizeof(msg), "bootstrap timed out after %g s: rank%s %s never checked in (%d/%d did)",
+                     w->boot_timeout_s, strchr(list, ',') || strchr(list, '-') ? "s" : "", list, checked, w->size);
+            s = TP_ERR_BOOTSTRAP;
+            break;
+        }
+        if (now >= next_report) {
+            missing_ranks(in, w->size, list, sizeof(list));
+            tp_log(TP_LOG_WARN, "boot", "waiting for rank%s %s: %d/%d checked in", w->size - checked > 1 ? "s" : "", list,
+                   checked, w->size);
+            next_report = now + seconds_ns(w->boot_report_s);
+        }
+        int64_t until = next_report < deadline ? next_report : deadline;
+        /* Compact closed connections, then poll the listener and every open connection. */
+        int k = 0;
+        for (int i = 0; i < nconns; i++)
+            if (conns[i].fd >= 0) conns[k++] = conns[i];
+        nconns = k;
+        pfd[0] = (struct pollfd){.fd = w->boot_listen_fd, .events = POLLIN};
+        for (int i = 0; i < nconns; i++) pfd[i + 1] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+        int rc = poll(pfd, (nfds_t)nconns + 1, (int)((until - now + 999999) / 1000000));
+        if (rc < 0 && errno != EINTR) {
+            snprintf(msg, sizeof(msg), "poll failed: %s", strerror(errno));
+            s = TP_ERR_SYSTEM;
+            break;
+        }
+        if (rc <= 0) continue;
+        int polled = nconns;
+        for (int i = 0; i < polled && s == TP_OK; i++)
+            if (pfd[i + 1].revents) s = root_service(w, &conns[i], checkins, in, &checked, msg, sizeof(msg));
+        if (s != TP_OK) break;
+        if (pfd[0].revents) root_accept(w, conns, &nconns, cap);
+    }
+    if (s == TP_OK) s = tp_settings_compare(checkins, w->size, msg, sizeof(msg));
+    if (s == TP_OK) {
+        for (int r = 0; r < w->size; r++) w->peers[r] = checkins[r].record;
+        tp_records_derive_locality(w->peers, w->size);
+        for (int r = 0; r < w->size; r++) checkins[r].record = w->peers[r];
+        s = root_send_table(w, conns, nconns, checkins);
+    } else {
+        tp_log(TP_LOG_ERROR, "boot", "%s", msg);
+        root_broadcast_error(conns, nconns, s, msg);
+    }
+out:
+    for (int i = 0; conns && i < nconns; i++) conn_close(&conns[i]);
+    free(conns);
+    free(in);
+    free(pfd);
+    return s;
+}
+
+/* ---- every other rank ---- */
+
+static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
+{
+    int64_t start = tp_now_ns();
+    /* Rank 0 reports the outcome at its own deadline; the grace covers ranks that started before it. */
+    int64_t deadline = start + seconds_ns(w->boot_timeout_s) + 5000000000LL;
+    int64_t next_report = start + seconds_ns(w->boot_report_s);
+    char why[256];
+    for (;;) {
+        tp_read_result_t r = tp_msg_reader_step(rd, w->boot_fd, why, sizeof(why));
+        if (r == TP_READ_MSG) return TP_OK;
+        if (r == TP_READ_EOF) {
+            tp_log(TP_LOG_ERROR, "boot", "rank 0 closed the bootstrap connection before sending the table "
+                   "(rank 0 failed; its own message says why)");
+            return TP_ERR_BOOTSTRAP;
+        }
+        if (r == TP_READ_ERROR) {
+            tp_log(TP_LOG_ERROR, "boot", "bad message from rank 0: %s", why);
+            return TP_ERR_PROTOCOL;
+        }
+        int64_t now = tp_now_ns();
+        if (now >= deadline) {
+            tp_log(TP_LOG_ERROR, "boot", "bootstrap timed out: checked in with rank 0 but no table came within "
+                   "%g s", w->boot_timeout_s + 5);
+            return TP_ERR_BOOTSTRAP;
+        }
+        if (now >= next_report) {
+            tp_log(TP_LOG_INFO, "boot", "checked in; waiting for the other ranks (rank 0 names the missing ones)");
+            next_report = now + seconds_ns(w->boot_report_s);
+        }
+        int64_t until = next_report < deadline ? next_report : deadline;
+        struct pollfd p = {.fd = w->boot_fd, .events = POLLIN};
+        poll(&p, 1, (int)((until - now + 999999) / 1000000));
+    }
+}
+
+static tp_status_t join_exchange(tp_world_t *w, const char *record, size_t len)
+{
+    int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
+    if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) {
+        tp_log(TP_LOG_ERROR, "boot", "rank 0 closed the bootstrap connection while this rank checked in");
+        return TP_ERR_BOOTSTRAP;
+    }
+    tp_msg_reader_t rd;
+    tp_msg_reader_init(&rd, (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX);
+    tp_status_t s = join_wait_table(w, &rd);
+    if (s == TP_OK && rd.header.type == TP_MSG_ERROR) {
+        char *nl = strchr(rd.payload, '\n');
+        int code = atoi(rd.payload);
+        tp_log(TP_LOG_ERROR, "boot", "%s", nl ? nl + 1 : rd.payload);
+        s = code <= -200 && code >= -203 ? (tp_status_t)code : TP_ERR_BOOTSTRAP;
+    } else if (s == TP_OK && rd.header.type != TP_MSG_TABLE) {
+        tp_log(TP_LOG_ERROR, "boot", "rank 0 sent message type %u instead of the table", rd.header.type);
+        s = TP_ERR_PROTOCOL;
+    }
+    const char *text = rd.payload;
+    for (int r = 0; s == TP_OK && r < w->size; r++) {
+        tp_checkin_t ci;
+        char why[256];
+        if (tp_record_parse(&text, &ci, why, sizeof(why)) != TP_OK || ci.record.rank != r) {
+            tp_log(TP_LOG_ERROR, "boot", "bad table from rank 0 at rank %d: %s", r, why);
+            s = TP_ERR_PROTOCOL;
+            break;
+        }
+        w->peers[r] = ci.record;
+        tp_checkin_free(&ci);
+    }
+    if (s == TP_OK && *text != '\0') {
+        tp_log(TP_LOG_ERROR, "boot", "bad table from rank 0: %zu bytes after the last record", strlen(text));
+        s = TP_ERR_PROTOCOL;
+    }
+    tp_msg_reader_free(&rd);
+    return s;
+}
+
+tp_status_t tp_boot_exchange(tp_world_t *w)
+{
+    size_t cap = RECORD_MAX;
+    char *record = malloc(cap);
+    w->peers = calloc((size_t)w->size, sizeof(*w->peers));
+    w->fate_fds = malloc((size_t)w->size * sizeof(int));
+    if (record == NULL || w->peers == NULL || w->fate_fds == NULL) {
+        free(record);
+        return TP_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < w->size; r++) w->fate_fds[r] = -1;
+    tp_peer_record_t me = {.rank = w->rank, .local_rank = w->local_rank, .local_size = w->local_size,
+                           .node_rank = w->node_rank, .pid = getpid()};
+    if (gethostname(me.host, sizeof(me.host)) != 0 || me.host[0] == '\0') snprintf(me.host, sizeof(me.host), "?");
+    me.host[sizeof(me.host) - 1] = '\0';
+    snprintf(me.boot_ip, sizeof(me.boot_ip), "%s", w->advertise_ip);
+    snprintf(me.addresses, sizeof(me.addresses), "%s", w->my_addresses);
+    int n = tp_record_format(&me, w->settings, w->num_settings, record, cap);
+    tp_status_t s;
+    if (n < 0) {
+        tp_log(TP_LOG_ERROR, "boot", "this rank's record exceeds %zu bytes (too many or too long settings)", cap);
+        s = TP_ERR_INVALID;
+    } else if (w->rank == 0) {
+        tp_checkin_t *checkins = calloc((size_t)w->size, sizeof(*checkins));
+        const char *text = record;
+        char why[256];
+        s = checkins == NULL ? TP_ERR_NO_MEMORY : tp_record_parse(&text, &checkins[0], why, sizeof(why));
+        if (s == TP_OK) s = root_exchange(w, checkins);
+        for (int r = 0; checkins && r < w->size; r++) tp_checkin_free(&checkins[r]);
+        free(checkins);
+    } else {
+        s = join_exchange(w, record, (size_t)n);
+        w->fate_fds[0] = w->boot_fd;
+    }
+    free(record);
+    return s;
+}

@@ -1,0 +1,266 @@
+/* runtime_init.c: tp_init and tp_finalize, the attributes they take, and what a comm tells its caller. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime_bootstrap.h"
+#include "runtime_env.h"
+#include "runtime_fate.h"
+#include "runtime_log.h"
+#include "runtime_record.h"
+
+struct tp_attr {
+    tp_setting_t *settings;
+    int num_settings;
+};
+
+/* The settings libtp itself agrees on; an engine may not reuse these names. */
+static const char *const builtin_settings[] = {"version", "world_size", "job_id", "part_bytes", "boot_timeout",
+                                               "heartbeat_timeout", "transports"};
+#define NUM_BUILTIN (int)(sizeof(builtin_settings) / sizeof(builtin_settings[0]))
+
+static enum { LIB_IDLE, LIB_ACTIVE, LIB_FINALIZED } lib_state = LIB_IDLE;
+static tp_world_t *the_world;
+
+tp_status_t tp_attr_create(tp_attr_t **attr)
+{
+    if (attr == NULL) return TP_ERR_INVALID;
+    *attr = calloc(1, sizeof(**attr));
+    return *attr ? TP_OK : TP_ERR_NO_MEMORY;
+}
+
+tp_status_t tp_attr_set_setting(tp_attr_t *attr, const char *key, const char *value)
+{
+    char why[256];
+    if (attr == NULL) return TP_ERR_INVALID;
+    if (!tp_setting_valid(key, value, why, sizeof(why))) {
+        tp_log(TP_LOG_ERROR, "init", "%s", why);
+        return TP_ERR_INVALID;
+    }
+    for (int i = 0; i < NUM_BUILTIN; i++) {
+        if (strcmp(key, builtin_settings[i]) == 0) {
+            tp_log(TP_LOG_ERROR, "init", "setting %s is libtp's own; choose another name", key);
+            return TP_ERR_INVALID;
+        }
+    }
+    for (int i = 0; i < attr->num_settings; i++) {
+        if (strcmp(attr->settings[i].key, key) == 0) {
+            char *v = strdup(value);
+            if (v == NULL) return TP_ERR_NO_MEMORY;
+            free(attr->settings[i].value);
+            attr->settings[i].value = v;
+            return TP_OK;
+        }
+    }
+    if (attr->num_settings + NUM_BUILTIN >= TP_SETTINGS_MAX) {
+        tp_log(TP_LOG_ERROR, "init", "at most %d engine settings", TP_SETTINGS_MAX - NUM_BUILTIN);
+        return TP_ERR_INVALID;
+    }
+    tp_setting_t *s = realloc(attr->settings, (size_t)(attr->num_settings + 1) * sizeof(*s));
+    if (s == NULL) return TP_ERR_NO_MEMORY;
+    attr->settings = s;
+    s[attr->num_settings].key = strdup(key);
+    s[attr->num_settings].value = strdup(value);
+    if (s[attr->num_settings].key == NULL || s[attr->num_settings].value == NULL) {
+        free(s[attr->num_settings].key);
+        free(s[attr->num_settings].value);
+        return TP_ERR_NO_MEMORY;
+    }
+    attr->num_settings++;
+    return TP_OK;
+}
+
+static void free_settings(tp_setting_t *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(s[i].key);
+        free(s[i].value);
+    }
+    free(s);
+}
+
+void tp_attr_destroy(tp_attr_t *attr)
+{
+    if (attr == NULL) return;
+    free_settings(attr->settings, attr->num_settings);
+    free(attr);
+}
+
+static tp_status_t build_settings(tp_world_t *w, const tp_attr_t *attr)
+{
+    char values[NUM_BUILTIN][sizeof(((tp_world_t *)0)->transports) + 32];
+    snprintf(values[0], sizeof(values[0]), "%s", PACKAGE_VERSION);
+    snprintf(values[1], sizeof(values[1]), "%d", w->size);
+    snprintf(values[2], sizeof(values[2]), "%s", w->job_id);
+    snprintf(values[3], sizeof(values[3]), "%llu", (unsigned long long)w->part_bytes);
+    snprintf(values[4], sizeof(values[4]), "%g", w->boot_timeout_s);
+    snprintf(values[5], sizeof(values[5]), "%g", w->heartbeat_timeout_s);
+    snprintf(values[6], sizeof(values[6]), "%s", w->transports);
+    int extra = attr ? attr->num_settings : 0;
+    w->settings = calloc((size_t)(NUM_BUILTIN + extra), sizeof(*w->settings));
+    if (w->settings == NULL) return TP_ERR_NO_MEMORY;
+    for (int i = 0; i < NUM_BUILTIN + extra; i++) {
+        const char *k = i < NUM_BUILTIN ? builtin_settings[i] : attr->settings[i - NUM_BUILTIN].key;
+        const char *v = i < NUM_BUILTIN ? values[i] : attr->settings[i - NUM_BUILTIN].value;
+        w->settings[i].key = strdup(k);
+        w->settings[i].value = strdup(v);
+        w->num_settings = i + 1;
+        if (w->settings[i].key == NULL || w->settings[i].value == NULL) return TP_ERR_NO_MEMORY;
+    }
+    return TP_OK;
+}
+
+/* A world of one needs no bootstrap: its table is its own record. */
+static tp_status_t singleton_table(tp_world_t *w)
+{
+    w->peers = calloc(1, sizeof(*w->peers));
+    w->fate_fds = malloc(sizeof(int));
+    if (w->peers == NULL || w->fate_fds == NULL) return TP_ERR_NO_MEMORY;
+    w->fate_fds[0] = -1;
+    tp_peer_record_t *me = &w->peers[0];
+    me->pid = getpid();
+    if (gethostname(me->host, sizeof(me->host)) != 0) snprintf(me->host, sizeof(me->host), "?");
+    me->host[sizeof(me->host) - 1] = '\0';
+    snprintf(me->boot_ip, sizeof(me->boot_ip), "%s", w->advertise_ip);
+    snprintf(me->addresses, sizeof(me->addresses), "%s", w->my_addresses);
+    tp_records_derive_locality(w->peers, 1);
+    return TP_OK;
+}
+
+static tp_comm_t *world_comm_create(tp_world_t *w)
+{
+    tp_comm_t *c = calloc(1, sizeof(*c));
+    if (c == NULL || (c->world_ranks = malloc((size_t)w->size * sizeof(int))) == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->world = w;
+    c->rank = w->rank;
+    c->size = w->size;
+    for (int r = 0; r < w->size; r++) c->world_ranks[r] = r;
+    c->local_rank = w->peers[w->rank].local_rank;
+    c->local_size = w->peers[w->rank].local_size;
+    c->node_rank = w->peers[w->rank].node_rank;
+    return c;
+}
+
+static void world_free(tp_world_t *w)
+{
+    if (w == NULL) return;
+    if (w->boot_listen_fd >= 0) close(w->boot_listen_fd);
+    free_settings(w->settings, w->num_settings);
+    free(w->peers);
+    free(w->fate_fds);
+    free(w);
+}
+
+tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
+{
+    if (world_out == NULL) return TP_ERR_INVALID;
+    if (lib_state == LIB_ACTIVE) {
+        tp_log(TP_LOG_ERROR, "init", "tp_init called twice (call tp_finalize first)");
+        return TP_ERR_STATE;
+    }
+    tp_world_t *w = calloc(1, sizeof(*w));
+    if (w == NULL) return TP_ERR_NO_MEMORY;
+    tp_status_t s = tp_world_from_env(w);
+    if (s == TP_OK) s = build_settings(w, attr);
+    if (s == TP_OK && w->size > 1) s = tp_boot_connect(w);
+    if (s == TP_OK && w->size == 1) snprintf(w->advertise_ip, sizeof(w->advertise_ip), "127.0.0.1");
+    if (s == TP_OK) s = tp_transports_open(w);
+    if (s == TP_OK) s = w->size > 1 ? tp_boot_exchange(w) : singleton_table(w);
+    if (s != TP_OK) goto err_world;
+    if (w->boot_listen_fd >= 0) {
+        close(w->boot_listen_fd); /* every rank checked in: nobody else may connect */
+        w->boot_listen_fd = -1;
+    }
+    if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
+    if ((s = tp_transports_connect(w)) != TP_OK) goto err_transports;
+    tp_comm_t *comm = world_comm_create(w);
+    if (comm == NULL) {
+        s = TP_ERR_NO_MEMORY;
+        goto err_transports;
+    }
+    if ((s = tp_coll_comm_init(comm)) != TP_OK) {
+        free(comm->world_ranks);
+        free(comm);
+        goto err_transports;
+    }
+    tp_log(TP_LOG_INFO, "init", "rank %d of %d joined job %s", w->rank, w->size, w->job_id);
+    the_world = w;
+    lib_state = LIB_ACTIVE;
+    *world_out = comm;
+    return TP_OK;
+err_transports:
+    tp_transports_close(w);
+err_world:
+    world_free(w);
+    return s;
+}
+
+tp_status_t tp_finalize(tp_comm_t *world)
+{
+    if (world == NULL || lib_state != LIB_ACTIVE) return TP_OK;
+    if (world->world != the_world || world->comm_id != 0) {
+        tp_log(TP_LOG_ERROR, "init", "tp_finalize takes the world comm that tp_init returned");
+        return TP_ERR_INVALID;
+    }
+    tp_world_t *w = world->world;
+    tp_status_t s = tp_fate_finalize(w);
+    tp_coll_comm_fini(world);
+    tp_transports_close(w);
+    free(world->world_ranks);
+    free(world);
+    world_free(w);
+    the_world = NULL;
+    lib_state = LIB_FINALIZED;
+    return s;
+}
+
+int tp_comm_rank(const tp_comm_t *c) { return c ? c->rank : -1; }
+int tp_comm_size(const tp_comm_t *c) { return c ? c->size : -1; }
+int tp_comm_local_rank(const tp_comm_t *c) { return c ? c->local_rank : -1; }
+int tp_comm_local_size(const tp_comm_t *c) { return c ? c->local_size : -1; }
+int tp_comm_node_rank(const tp_comm_t *c) { return c ? c->node_rank : -1; }
+const char *tp_comm_job_id(const tp_comm_t *c) { return c ? c->world->job_id : NULL; }
+
+tp_status_t tp_comm_peer(const tp_comm_t *c, int rank, tp_peer_info_t *info)
+{
+    if (c == NULL || info == NULL || rank < 0 || rank >= c->size) return TP_ERR_INVALID;
+    const tp_peer_record_t *p = &c->world->peers[c->world_ranks[rank]];
+    info->rank = rank;
+    info->local_rank = p->local_rank;
+    info->node_rank = p->node_rank;
+    info->pid = p->pid;
+    info->host = p->host;
+    info->address = p->boot_ip;
+    return TP_OK;
+}
+
+const char *tp_comm_setting(const tp_comm_t *c, const char *key)
+{
+    if (c == NULL || key == NULL) return NULL;
+    for (int i = 0; i < c->world->num_settings; i++)
+        if (strcmp(c->world->settings[i].key, key) == 0) return c->world->settings[i].value;
+    return NULL;
+}
+
+int tp_peer_address(const tp_peer_record_t *peer, const char *transport, char *out, size_t out_len)
+{
+    size_t tlen = strlen(transport);
+    const char *p = peer->addresses;
+    while (*p) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > tlen && strncmp(p, transport, tlen) == 0 && p[tlen] == '=') {
+            size_t alen = len - tlen - 1;
+            if (alen >= out_len) return 0;
+            memcpy(out, p + tlen + 1, alen);
+            out[alen] = '\0';
+            return 1;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
+}

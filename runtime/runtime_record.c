@@ -1,0 +1,271 @@
+/* runtime_record.c: peer records as strict key=value text, settings comparison, rank lists. */
+#include "runtime_record.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len)
+{
+    size_t klen = key ? strlen(key) : 0;
+    if (klen == 0 || klen > TP_SETTING_KEY_MAX) {
+        snprintf(why, why_len, "setting key must have 1 to %d characters", TP_SETTING_KEY_MAX);
+        return 0;
+    }
+    for (size_t i = 0; i < klen; i++) {
+        char c = key[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-')) {
+            snprintf(why, why_len, "setting key \"%s\" may hold only letters, digits, '_', '.' and '-'", key);
+            return 0;
+        }
+    }
+    if (value == NULL || strlen(value) > TP_SETTING_VALUE_MAX || strchr(value, '\n') != NULL) {
+        snprintf(why, why_len, "setting %s: the value must be one line of at most %d bytes", key,
+                 TP_SETTING_VALUE_MAX);
+        return 0;
+    }
+    return 1;
+}
+
+int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
+                     size_t out_len)
+{
+    size_t used = 0;
+    int n = snprintf(out, out_len,
+                     "rank=%d\npid=%d\nhost=%s\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\nboot_ip=%s\naddresses=%s\n",
+                     r->rank, (int)r->pid, r->host, r->local_rank, r->local_size, r->node_rank, r->boot_ip,
+                     r->addresses);
+    if (n < 0 || (size_t)n >= out_len) return -1;
+    used = (size_t)n;
+    for (int i = 0; i < num_settings; i++) {
+        n = snprintf(out + used, out_len - used, "set.%s=%s\n", settings[i].key, settings[i].value);
+        if (n < 0 || (size_t)n >= out_len - used) return -1;
+        used += (size_t)n;
+    }
+    n = snprintf(out + used, out_len - used, "end\n");
+    if (n < 0 || (size_t)n >= out_len - used) return -1;
+    return (int)(used + (size_t)n);
+}
+
+static int parse_int_field(const char *v, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || errno != 0 || x < lo || x > hi) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+static int copy_field(const char *v, char *dst, size_t cap)
+{
+    size_t len = strlen(v);
+    if (len >= cap) return 0;
+    memcpy(dst, v, len + 1);
+    return 1;
+}
+
+void tp_checkin_free(tp_checkin_t *c)
+{
+    for (int i = 0; i < c->num_settings; i++) {
+        free(c->settings[i].key);
+        free(c->settings[i].value);
+    }
+    free(c->settings);
+    c->settings = NULL;
+    c->num_settings = 0;
+}
+
+tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, size_t why_len)
+{
+    const char *p = *text;
+    memset(out, 0, sizeof(*out));
+    unsigned seen = 0;
+    char line[TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + TP_ADDRS_MAX + 16];
+    for (;;) {
+        const char *nl = strchr(p, '\n');
+        if (nl == NULL) {
+            snprintf(why, why_len, "record ends without \"end\"");
+            goto bad;
+        }
+        size_t len = (size_t)(nl - p);
+        if (len >= sizeof(line)) {
+            snprintf(why, why_len, "record line of %zu bytes is too long", len);
+            goto bad;
+        }
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p = nl + 1;
+        if (strcmp(line, "end") == 0) break;
+        char *eq = strchr(line, '=');
+        if (eq == NULL) {
+            snprintf(why, why_len, "record line \"%.40s\" is not key=value", line);
+            goto bad;
+        }
+        *eq = '\0';
+        const char *k = line, *v = eq + 1;
+        tp_peer_record_t *r = &out->record;
+        int ok;
+        unsigned bit = 0;
+        if (strcmp(k, "rank") == 0) ok = parse_int_field(v, 0, 1 << 24, &r->rank), bit = 1;
+        else if (strcmp(k, "pid") == 0) { int pid; ok = parse_int_field(v, 1, 1 << 30, &pid); r->pid = pid; bit = 2; }
+        else if (strcmp(k, "host") == 0) ok = copy_field(v, r->host, sizeof(r->host)) && v[0], bit = 4;
+        else if (strcmp(k, "local_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_rank), bit = 8;
+        else if (strcmp(k, "local_size") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_size), bit = 16;
+        else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), bit = 32;
+        else if (strcmp(k, "boot_ip") == 0) ok = copy_field(v, r->boot_ip, sizeof(r->boot_ip)), bit = 64;
+        else if (strcmp(k, "addresses") == 0) ok = copy_field(v, r->addresses, sizeof(r->addresses)), bit = 128;
+        else if (strncmp(k, "set.", 4) == 0) {
+            ok = tp_setting_valid(k + 4, v, why, why_len) && out->num_settings < TP_SETTINGS_MAX;
+            if (ok) {
+                for (int i = 0; i < out->num_settings; i++)
+                    if (strcmp(out->settings[i].key, k + 4) == 0) ok = 0;
+            }
+            if (ok) {
+                tp_setting_t *s = realloc(out->settings, (size_t)(out->num_settings + 1) * sizeof(*s));
+                if (s == NULL) goto oom;
+                out->settings = s;
+                s[out->num_settings].key = strdup(k + 4);
+                s[out->num_settings].value = strdup(v);
+                out->num_settings++;
+                if (s[out->num_settings - 1].key == NULL || s[out->num_settings - 1].value == NULL) goto oom;
+            }
+        } else {
+            snprintf(why, why_len, "record has an unknown field \"%.40s\"", k);
+            goto bad;
+        }
+        if (!ok) {
+            snprintf(why, why_len, "record field %.40s has a bad or repeated value \"%.40s\"", k, v);
+            goto bad;
+        }
+        if (bit & seen) {
+            snprintf(why, why_len, "record field %s appears twice", k);
+            goto bad;
+        }
+        seen |= bit;
+    }
+    if (seen != 255) {
+        snprintf(why, why_len, "record lacks required fields");
+        goto bad;
+    }
+    *text = p;
+    return TP_OK;
+oom:
+    snprintf(why, why_len, "out of memory");
+bad:
+    tp_checkin_free(out);
+    return TP_ERR_PROTOCOL;
+}
+
+void tp_format_ranks(const int *ranks, int n, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && used < len; i++) {
+        int j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
+        int w = j > i ? snprintf(out + used, len - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j])
+                      : snprintf(out + used, len - used, "%s%d", i ? "," : "", ranks[i]);
+        if (w < 0) return;
+        used += (size_t)w;
+        i = j;
+    }
+    if (used >= len && len > 4) strcpy(out + len - 4, "...");
+}
+
+static const char *setting_of(const tp_checkin_t *c, const char *key)
+{
+    for (int i = 0; i < c->num_settings; i++)
+        if (strcmp(c->settings[i].key, key) == 0) return c->settings[i].value;
+    return NULL;
+}
+
+/* Describes one key's values across ranks: "A on ranks 0-2, B on rank 3". Returns 1 if they differ. */
+static int describe_key(const tp_checkin_t *checkins, int n, const char *key, int *ranks, char *out, size_t len)
+{
+    const char *first = setting_of(&checkins[0], key);
+    int differ = 0;
+    for (int r = 1; r < n && !differ; r++) {
+        const char *v = setting_of(&checkins[r], key);
+        differ = (v == NULL) != (first == NULL) || (v && strcmp(v, first) != 0);
+    }
+    if (!differ) return 0;
+    size_t used = 0;
+    char *done = calloc((size_t)n, 1);
+    if (done == NULL) return 1;
+    for (int r = 0; r < n; r++) {
+        if (done[r]) continue;
+        const char *v = setting_of(&checkins[r], key);
+        int m = 0;
+        for (int q = r; q < n; q++) {
+            const char *w = setting_of(&checkins[q], key);
+            if (!done[q] && ((v == NULL && w == NULL) || (v && w && strcmp(v, w) == 0))) {
+                done[q] = 1;
+                ranks[m++] = checkins[q].record.rank;
+            }
+        }
+        char list[256];
+        tp_format_ranks(ranks, m, list, sizeof(list));
+        int k = snprintf(out + used, len > used ? len - used : 0, "%s%s on rank%s %s", used ? ", " : "",
+                         v ? v : "(unset)", m > 1 ? "s" : "", list);
+        if (k > 0) used += (size_t)k;
+    }
+    free(done);
+    return 1;
+}
+
+tp_status_t tp_settings_compare(const tp_checkin_t *checkins, int n, char *msg, size_t msg_len)
+{
+    size_t used = 0;
+    int *ranks = malloc((size_t)n * sizeof(int));
+    char desc[1024];
+    if (ranks == NULL) {
+        snprintf(msg, msg_len, "out of memory comparing settings");
+        return TP_ERR_NO_MEMORY;
+    }
+    msg[0] = '\0';
+    /* Every key any rank holds, each considered once (at the first rank holding it). */
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < checkins[r].num_settings; i++) {
+            const char *key = checkins[r].settings[i].key;
+            int seen_before = 0;
+            for (int q = 0; q < r && !seen_before; q++) seen_before = setting_of(&checkins[q], key) != NULL;
+            if (seen_before || !describe_key(checkins, n, key, ranks, desc, sizeof(desc))) continue;
+            int k = snprintf(msg + used, msg_len > used ? msg_len - used : 0, "%ssetting %s differs: %s",
+                             used ? "; " : "", key, desc);
+            if (k > 0) used += (size_t)k;
+        }
+    }
+    free(ranks);
+    return used ? TP_ERR_MISMATCH : TP_OK;
+}
+
+void tp_records_derive_locality(tp_peer_record_t *records, int n)
+{
+    int *node_of = malloc((size_t)n * sizeof(int));
+    if (node_of == NULL) return;
+    int nodes = 0;
+    /* A host's index is the order in which its first rank appears. */
+    for (int r = 0; r < n; r++) {
+        node_of[r] = -1;
+        for (int q = 0; q < r && node_of[r] < 0; q++)
+            if (strcmp(records[q].host, records[r].host) == 0) node_of[r] = node_of[q];
+        if (node_of[r] < 0) node_of[r] = nodes++;
+    }
+    for (int r = 0; r < n; r++) {
+        tp_peer_record_t *p = &records[r];
+        if (p->local_rank >= 0 && p->local_size > 0 && p->node_rank >= 0) continue;
+        int local = 0, size = 0;
+        for (int q = 0; q < n; q++) {
+            if (node_of[q] != node_of[r]) continue;
+            if (q < r) local++;
+            size++;
+        }
+        p->local_rank = local;
+        p->local_size = size;
+        p->node_rank = node_of[r];
+    }
+    free(node_of);
+}

@@ -1,0 +1,67 @@
+/* runtime_rank: a rank program for the bootstrap, settings and fate tests (modes chosen by argv). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tp.h>
+
+static void on_failure(const tp_failure_t *f, void *arg)
+{
+    printf("callback: rank %d saw peer %d (%s) fail: %s\n", *(int *)arg, f->rank, f->host, f->reason);
+    fflush(stdout);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: runtime_rank boot|spin|block|die RANK SIG|exit RANK CODE|finalize-die RANK "
+                    "[--setting KEY=VALUE]...\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    static int my_rank = -1;
+    if (argc < 2) usage();
+    const char *mode = argv[1];
+    int victim = -1, arg = 0, argi = 2;
+    if (strcmp(mode, "die") == 0 || strcmp(mode, "exit") == 0) {
+        if (argc < 4) usage();
+        victim = atoi(argv[2]);
+        arg = atoi(argv[3]);
+        argi = 4;
+    }
+    tp_attr_t *attr;
+    if (tp_attr_create(&attr) != TP_OK) return 1;
+    for (; argi < argc; argi++) {
+        if (strcmp(argv[argi], "--setting") != 0 || argi + 1 >= argc) usage();
+        char *kv = argv[++argi], *eq = strchr(kv, '=');
+        if (eq == NULL) usage();
+        *eq = '\0';
+        if (tp_attr_set_setting(attr, kv, eq + 1) != TP_OK) {
+            fprintf(stderr, "runtime_rank: bad setting: %s\n", tp_last_error());
+            return 3;
+        }
+    }
+    tp_fate_register(on_failure, &my_rank);
+    tp_comm_t *world;
+    tp_status_t s = tp_init(attr, &world);
+    tp_attr_destroy(attr);
+    if (s != TP_OK) {
+        fprintf(stderr, "runtime_rank: tp_init: %s\n", tp_status_string(s));
+        return 1;
+    }
+    my_rank = tp_comm_rank(world);
+    printf("ready rank %d of %d pid %d local %d/%d node %d job %s\n", my_rank, tp_comm_size(world), (int)getpid(),
+           tp_comm_local_rank(world), tp_comm_local_size(world), tp_comm_node_rank(world), tp_comm_job_id(world));
+    fflush(stdout);
+    if (strcmp(mode, "boot") == 0) return tp_finalize(world) == TP_OK ? 0 : 1;
+    if (my_rank == victim && strcmp(mode, "die") == 0) raise(arg);
+    if (my_rank == victim && strcmp(mode, "exit") == 0) _exit(arg);
+    if (strcmp(mode, "block") == 0 || (victim >= 0 && my_rank != victim)) {
+        for (;;) pause(); /* the fate thread ends this rank */
+    }
+    volatile unsigned long spins = 0;
+    for (;;) spins++; /* busy computing: the fate thread must still end this rank */
+}

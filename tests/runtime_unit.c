@@ -1,0 +1,205 @@
+/* runtime_unit: unit tests of the runtime's pure functions and the handshake over a socket pair. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime_config.h"
+#include "runtime_record.h"
+#include "runtime_wire.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fprintf(stderr, "\n");                                                                                     \
+        }                                                                                                              \
+    } while (0)
+
+static void test_siphash(void)
+{
+    uint8_t key[16], out8[8], out16[16];
+    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
+    /* The reference implementation's first vectors (empty message, key 00..0f). */
+    static const uint8_t want8[8] = {0x31, 0x0e, 0x0e, 0xdd, 0x47, 0xdb, 0x6f, 0x72};
+    static const uint8_t want16[16] = {0xa3, 0x81, 0x7f, 0x04, 0xba, 0x25, 0xa8, 0xe6,
+                                       0x6d, 0xf6, 0x72, 0x14, 0xc7, 0x55, 0x02, 0x93};
+    tp_siphash64(key, "", 0, out8);
+    tp_siphash128(key, "", 0, out16);
+    CHECK(memcmp(out8, want8, 8) == 0, "siphash-2-4-64 of the empty message");
+    CHECK(memcmp(out16, want16, 16) == 0, "siphash-2-4-128 of the empty message");
+    /* 15 bytes 00..0e: the reference's vector 15 for the 64-bit output. */
+    uint8_t msg[15];
+    for (int i = 0; i < 15; i++) msg[i] = (uint8_t)i;
+    static const uint8_t want8_15[8] = {0xe5, 0x45, 0xbe, 0x49, 0x61, 0xca, 0x29, 0xa1};
+    tp_siphash64(key, msg, 15, out8);
+    CHECK(memcmp(out8, want8_15, 8) == 0, "siphash-2-4-64 of 15 bytes");
+}
+
+static void test_config(void)
+{
+    char err[256];
+    int64_t i;
+    uint64_t u;
+    double d;
+    int b;
+    CHECK(tp_config_parse_int("X", "12", &i, err, sizeof(err)) == TP_OK && i == 12, "int 12");
+    CHECK(tp_config_parse_int("X", "-1", &i, err, sizeof(err)) != TP_OK, "int -1 refused");
+    CHECK(tp_config_parse_int("X", "abc", &i, err, sizeof(err)) != TP_OK && strstr(err, "\"abc\"") &&
+              strncmp(err, "X:", 2) == 0, "int abc refused naming the variable: %s", err);
+    CHECK(tp_config_parse_size("X", "4M", &u, err, sizeof(err)) == TP_OK && u == 4194304, "size 4M");
+    CHECK(tp_config_parse_size("X", "0", &u, err, sizeof(err)) != TP_OK, "size 0 refused");
+    CHECK(tp_config_parse_size("X", "4Q", &u, err, sizeof(err)) != TP_OK, "size 4Q refused");
+    CHECK(tp_config_parse_seconds("X", "0.25", &d, err, sizeof(err)) == TP_OK && d == 0.25, "seconds 0.25");
+    CHECK(tp_config_parse_seconds("X", "0", &d, err, sizeof(err)) != TP_OK, "seconds 0 refused");
+    CHECK(tp_config_parse_seconds("X", "nan", &d, err, sizeof(err)) != TP_OK, "seconds nan refused");
+    CHECK(tp_config_parse_bool("X", "off", &b, err, sizeof(err)) == TP_OK && b == 0, "bool off");
+    CHECK(tp_config_parse_bool("X", "maybe", &b, err, sizeof(err)) != TP_OK, "bool maybe refused");
+    char *env_bad[] = {"TP_PART_BYTES=lots", NULL};
+    CHECK(tp_config_check_environ(env_bad, err, sizeof(err)) == TP_ERR_INVALID && strstr(err, "TP_PART_BYTES"),
+          "bad TP_PART_BYTES refused: %s", err);
+    char *env_unknown[] = {"TP_NO_SUCH_THING=1", "PATH=/bin", NULL};
+    CHECK(tp_config_check_environ(env_unknown, err, sizeof(err)) == TP_OK, "unknown TP_ variable only warns");
+    for (size_t k = 0; k < tp_config_table_len; k++)
+        CHECK(tp_config_table[k].help[0] != '\0' && strncmp(tp_config_table[k].env, "TP_", 3) == 0,
+              "table entry %zu has a TP_ name and help", k);
+}
+
+static void test_records(void)
+{
+    tp_peer_record_t r = {.rank = 3, .local_rank = 1, .local_size = 2, .node_rank = 1, .pid = 4711};
+    strcpy(r.host, "hostb");
+    strcpy(r.boot_ip, "198.18.1.2");
+    strcpy(r.addresses, "tcp=198.18.1.2:4000;shm=x");
+    tp_setting_t set[2] = {{"part_bytes", "4194304"}, {"model", "abc"}};
+    char buf[4096], why[256];
+    int n = tp_record_format(&r, set, 2, buf, sizeof(buf));
+    CHECK(n > 0, "record formats");
+    const char *p = buf;
+    tp_checkin_t c;
+    CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_OK, "record parses: %s", why);
+    CHECK(c.record.rank == 3 && c.record.pid == 4711 && strcmp(c.record.host, "hostb") == 0 &&
+              c.num_settings == 2 && strcmp(c.settings[1].value, "abc") == 0 && *p == '\0',
+          "record round trip");
+    char addr[64];
+    CHECK(tp_peer_address(&c.record, "shm", addr, sizeof(addr)) && strcmp(addr, "x") == 0, "shm address");
+    CHECK(tp_peer_address(&c.record, "tcp", addr, sizeof(addr)) && strcmp(addr, "198.18.1.2:4000") == 0, "tcp");
+    CHECK(!tp_peer_address(&c.record, "tc", addr, sizeof(addr)), "no prefix match");
+    tp_checkin_free(&c);
+    static const char *const bad[] = {
+        "rank=1\nend\n",                                                      /* fields missing */
+        "rank=x\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nend\n",
+        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nbogus=1\nend\n",
+        "rank=1\nrank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nend\n",
+        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\n",
+        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nset.a b=1\nend\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        p = bad[i];
+        CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_ERR_PROTOCOL, "bad record %zu refused", i);
+    }
+}
+
+static void test_settings(void)
+{
+    tp_checkin_t c[4];
+    memset(c, 0, sizeof(c));
+    tp_setting_t s4m = {"part_bytes", "4194304"}, s1m = {"part_bytes", "1048576"};
+    tp_setting_t ma = {"model", "a"};
+    tp_setting_t set0[2] = {s4m, ma}, set3[1] = {s1m};
+    for (int r = 0; r < 4; r++) c[r].record.rank = r;
+    c[0].settings = set0, c[0].num_settings = 2;
+    c[1].settings = set0, c[1].num_settings = 2;
+    c[2].settings = set0, c[2].num_settings = 2;
+    c[3].settings = set3, c[3].num_settings = 1;
+    char msg[1024];
+    CHECK(tp_settings_compare(c, 3, msg, sizeof(msg)) == TP_OK, "equal settings agree");
+    CHECK(tp_settings_compare(c, 4, msg, sizeof(msg)) == TP_ERR_MISMATCH, "mismatch found");
+    CHECK(strcmp(msg, "setting part_bytes differs: 4194304 on ranks 0-2, 1048576 on rank 3; setting model differs: "
+                      "a on ranks 0-2, (unset) on rank 3") == 0,
+          "mismatch message: %s", msg);
+    int ranks[] = {0, 1, 2, 5, 7, 8, 9};
+    char list[64];
+    tp_format_ranks(ranks, 7, list, sizeof(list));
+    CHECK(strcmp(list, "0-2,5,7-9") == 0, "rank list %s", list);
+}
+
+static void test_locality(void)
+{
+    tp_peer_record_t r[5];
+    memset(r, 0, sizeof(r));
+    const char *hosts[] = {"a", "b", "a", "c", "b"};
+    for (int i = 0; i < 5; i++) {
+        strcpy(r[i].host, hosts[i]);
+        r[i].local_rank = r[i].local_size = r[i].node_rank = -1;
+    }
+    tp_records_derive_locality(r, 5);
+    CHECK(r[0].node_rank == 0 && r[1].node_rank == 1 && r[2].node_rank == 0 && r[3].node_rank == 2 &&
+              r[4].node_rank == 1, "node ranks by first appearance");
+    CHECK(r[2].local_rank == 1 && r[2].local_size == 2 && r[3].local_rank == 0 && r[3].local_size == 1,
+          "local ranks by host");
+}
+
+/* Runs the server side of a handshake against a client in a child process. */
+static tp_auth_result_t handshake(const uint8_t *server_key, const uint8_t *client_key, const void *garbage,
+                                  size_t garbage_len, char *why, size_t why_len, int *rank)
+{
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        if (garbage) {
+            ssize_t w = write(sv[1], garbage, garbage_len);
+            _exit(w < 0);
+        }
+        tp_status_t s = tp_auth_connect(sv[1], client_key, TP_CONN_BOOT, 5, tp_now_ns() + 2000000000, "server");
+        _exit(s == TP_OK ? 0 : 1);
+    }
+    close(sv[1]);
+    tp_auth_accept_t st;
+    tp_auth_accept_init(&st);
+    tp_auth_result_t r;
+    tp_fd_set_nonblocking(sv[0]);
+    int64_t deadline = tp_now_ns() + 2000000000;
+    do {
+        r = tp_auth_accept_step(&st, sv[0], server_key, TP_CONN_BOOT, why, why_len);
+        if (r == TP_AUTH_MORE) usleep(1000);
+    } while (r == TP_AUTH_MORE && tp_now_ns() < deadline);
+    close(sv[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    *rank = st.rank;
+    return r;
+}
+
+static void test_auth(void)
+{
+    uint8_t k1[16] = {1}, k2[16] = {2};
+    char why[256] = "";
+    int rank;
+    CHECK(handshake(k1, k1, NULL, 0, why, sizeof(why), &rank) == TP_AUTH_DONE && rank == 5, "same key: %s", why);
+    CHECK(handshake(k1, k2, NULL, 0, why, sizeof(why), &rank) == TP_AUTH_REFUSED && strstr(why, "key"),
+          "another job's key refused: %s", why);
+    CHECK(handshake(k1, k1, "GET / HTTP/1.0\r\n\r\n", 18, why, sizeof(why), &rank) == TP_AUTH_REFUSED &&
+              strstr(why, "not the tp protocol"), "garbage refused: %s", why);
+}
+
+int main(void)
+{
+    test_siphash();
+    test_config();
+    test_records();
+    test_settings();
+    test_locality();
+    test_auth();
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    else printf("runtime_unit: all checks passed\n");
+    return failures ? 1 : 0;
+}
