@@ -1,1 +1,12 @@
-# launcher
+# launcher: tprun. It takes the config table, logger and status strings from the runtime as objects rather
+# than linking libtp.so: the launcher starts faster without the shared library and builds on its own.
+bin_PROGRAMS += tprun
+tprun_SOURCES = \
+	launcher/tprun_main.c \
+	launcher/tprun_args.c launcher/tprun_args.h \
+	launcher/tprun_spawn.c launcher/tprun_spawn.h \
+	launcher/tprun_output.c launcher/tprun_output.h \
+	launcher/tprun_exit.c launcher/tprun_exit.h \
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
+tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
+tprun_LDADD = -lm

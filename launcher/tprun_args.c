@@ -1,0 +1,440 @@
+/* tprun_args.c: command line and hostfile parsing into a plan; pure apart from reading hostfiles and stat(). */
+#include "tprun_args.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime_config.h"
+
+static const char *const torch_vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                         "MASTER_PORT"};
+
+int tprun_env_is_launcher_var(const char *name, size_t len, int torch_env)
+{
+    for (size_t i = 0; i < tp_config_table_len; i++) {
+        const tp_config_entry_t *e = &tp_config_table[i];
+        if ((e->flags & TP_CONFIG_LAUNCHER) && strlen(e->env) == len && memcmp(e->env, name, len) == 0) return 1;
+    }
+    if (!torch_env) return 0;
+    for (size_t i = 0; i < sizeof(torch_vars) / sizeof(torch_vars[0]); i++)
+        if (strlen(torch_vars[i]) == len && memcmp(torch_vars[i], name, len) == 0) return 1;
+    return 0;
+}
+
+static const char *env_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *ep = envp; ep != NULL && *ep != NULL; ep++)
+        if (strncmp(*ep, name, n) == 0 && (*ep)[n] == '=') return *ep + n + 1;
+    return NULL;
+}
+
+/* A positive decimal integer not above max, digits only. */
+static int parse_count(const char *text, long max, long *out)
+{
+    long v = 0;
+    if (text[0] == '\0') return -1;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (*p - '0');
+        if (v > max) return -1;
+    }
+    if (v <= 0) return -1;
+    *out = v;
+    return 0;
+}
+
+int tprun_host_is_local(const char *name, const char *hostname)
+{
+    struct in_addr a;
+    if (strcasecmp(name, "localhost") == 0 || strcmp(name, "::1") == 0) return 1;
+    if (inet_pton(AF_INET, name, &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+    if (strcasecmp(name, hostname) == 0) return 1;
+    size_t short_len = strcspn(hostname, ".");
+    return strlen(name) == short_len && strncasecmp(name, hostname, short_len) == 0;
+}
+
+static tp_status_t add_host(tprun_plan_t *plan, const char *name, size_t len, int slots, char *err, size_t err_len)
+{
+    tprun_host_t *h = realloc(plan->hosts, (plan->num_hosts + 1) * sizeof(*h));
+    if (h == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+    plan->hosts = h;
+    char *copy = strndup(name, len);
+    if (copy == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+    h[plan->num_hosts].name = copy;
+    h[plan->num_hosts].slots = slots;
+    plan->num_hosts++;
+    plan->total_slots += slots;
+    return TP_OK;
+}
+
+/* -H a:2,b: entries separated by commas, each host[:slots] (one slot by default). */
+static tp_status_t parse_host_list(tprun_plan_t *plan, const char *opt, const char *list, char *err, size_t err_len)
+{
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        const char *colon = memchr(p, ':', len);
+        size_t name_len = colon != NULL ? (size_t)(colon - p) : len;
+        long slots = 1;
+        if (name_len == 0)
+            return snprintf(err, err_len, "%s: empty host name in \"%s\"", opt, list), TP_ERR_INVALID;
+        if (colon != NULL) {
+            char text[32];
+            size_t tl = len - name_len - 1;
+            if (tl >= sizeof(text)) tl = sizeof(text) - 1;
+            memcpy(text, colon + 1, tl);
+            text[tl] = '\0';
+            if (parse_count(text, TPRUN_MAX_RANKS, &slots) != 0)
+                return snprintf(err, err_len, "%s: host \"%.*s\": expected a positive slot count, got \"%s\"", opt,
+                                (int)name_len, p, text),
+                       TP_ERR_INVALID;
+        }
+        tp_status_t st = add_host(plan, p, name_len, (int)slots, err, err_len);
+        if (st != TP_OK) return st;
+        if (p[len] == '\0') return TP_OK;
+        p += len + 1;
+    }
+}
+
+/* A hostfile: "host [slots=N]" per line, '#' starts a comment. */
+static tp_status_t parse_hostfile(tprun_plan_t *plan, const char *path, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return snprintf(err, err_len, "--hostfile %s: %s", path, strerror(errno)), TP_ERR_INVALID;
+    char line[1024];
+    int lineno = 0;
+    size_t before = plan->num_hosts;
+    tp_status_t st = TP_OK;
+    while (st == TP_OK && fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        line[strcspn(line, "#\r\n")] = '\0';
+        char *save = NULL;
+        char *host = strtok_r(line, " \t", &save);
+        if (host == NULL) continue;
+        long slots = 1;
+        for (char *tok = strtok_r(NULL, " \t", &save); tok != NULL; tok = strtok_r(NULL, " \t", &save)) {
+            if (strncmp(tok, "slots=", 6) != 0 || parse_count(tok + 6, TPRUN_MAX_RANKS, &slots) != 0) {
+                snprintf(err, err_len, "--hostfile %s: line %d: expected slots=N (a positive count), got \"%s\"",
+                         path, lineno, tok);
+                st = TP_ERR_INVALID;
+                break;
+            }
+        }
+        if (st == TP_OK) st = add_host(plan, host, strlen(host), (int)slots, err, err_len);
+    }
+    if (st == TP_OK && ferror(f)) {
+        snprintf(err, err_len, "--hostfile %s: %s", path, strerror(errno));
+        st = TP_ERR_INVALID;
+    }
+    fclose(f);
+    if (st == TP_OK && plan->num_hosts == before)
+        snprintf(err, err_len, "--hostfile %s: no hosts in the file", path), st = TP_ERR_INVALID;
+    return st;
+}
+
+static int is_var_name(const char *s, size_t len)
+{
+    if (len == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return 0;
+    }
+    return 1;
+}
+
+/* -x VAR forwards tprun's value, -x VAR=value sets one; tprun's own per-rank variables cannot be overridden. */
+static tp_status_t parse_env_option(tprun_plan_t *plan, const char *arg, char *const *envp, char *err, size_t err_len)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+    if (!is_var_name(arg, len))
+        return snprintf(err, err_len, "-x: expected VAR or VAR=value with a variable name, got \"%s\"", arg),
+               TP_ERR_INVALID;
+    if (tprun_env_is_launcher_var(arg, len, 1))
+        return snprintf(err, err_len, "-x %.*s: tprun sets this variable for each rank; it cannot be overridden",
+                        (int)len, arg),
+               TP_ERR_INVALID;
+    char *entry;
+    if (eq != NULL) {
+        entry = strdup(arg);
+    } else {
+        char name[256];
+        if (len >= sizeof(name))
+            return snprintf(err, err_len, "-x: variable name too long: \"%s\"", arg), TP_ERR_INVALID;
+        memcpy(name, arg, len);
+        name[len] = '\0';
+        const char *value = env_lookup(envp, name);
+        if (value == NULL)
+            return snprintf(err, err_len, "-x %s: not set in tprun's environment (use -x %s=value to set it)", arg,
+                            arg),
+                   TP_ERR_INVALID;
+        entry = malloc(len + strlen(value) + 2);
+        if (entry != NULL) sprintf(entry, "%s=%s", name, value);
+    }
+    char **list = realloc(plan->env_set, (plan->num_env_set + 2) * sizeof(*list));
+    if (entry == NULL || list == NULL) {
+        free(entry);
+        if (list != NULL) plan->env_set = list;
+        return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+    }
+    plan->env_set = list;
+    list[plan->num_env_set++] = entry;
+    list[plan->num_env_set] = NULL;
+    return TP_OK;
+}
+
+static tp_status_t check_candidate(const char *given, const char *path, char *err, size_t err_len)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return snprintf(err, err_len, "program \"%s\": %s", given, strerror(errno)), TP_ERR_NOT_FOUND;
+    if (S_ISDIR(st.st_mode))
+        return snprintf(err, err_len, "program \"%s\": %s is a directory", given, path), TP_ERR_INVALID;
+    if (!S_ISREG(st.st_mode) || access(path, X_OK) != 0)
+        return snprintf(err, err_len, "program \"%s\": %s is not executable (%s)", given, path,
+                        S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file"),
+               TP_ERR_INVALID;
+    return TP_OK;
+}
+
+tp_status_t tprun_find_program(const char *name, const char *path_env, char **out, char *err, size_t err_len)
+{
+    if (name[0] == '\0') return snprintf(err, err_len, "program \"\": an empty name"), TP_ERR_INVALID;
+    if (strchr(name, '/') != NULL) {
+        tp_status_t st = check_candidate(name, name, err, err_len);
+        if (st != TP_OK) return st == TP_ERR_NOT_FOUND ? TP_ERR_INVALID : st;
+        *out = strdup(name);
+        return *out != NULL ? TP_OK : TP_ERR_NO_MEMORY;
+    }
+    /* Like execvp: keep searching past a file that is not executable, but report it if nothing better turns up. */
+    if (path_env == NULL) path_env = "/bin:/usr/bin";
+    char first_err[512] = "";
+    const char *p = path_env;
+    for (;;) {
+        size_t len = strcspn(p, ":");
+        char *cand = malloc(len + strlen(name) + 3);
+        if (cand == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+        if (len == 0) sprintf(cand, "./%s", name);
+        else sprintf(cand, "%.*s/%s", (int)len, p, name);
+        char why[512];
+        tp_status_t st = check_candidate(name, cand, why, sizeof(why));
+        if (st == TP_OK) {
+            *out = cand;
+            return TP_OK;
+        }
+        free(cand);
+        if (st != TP_ERR_NOT_FOUND && first_err[0] == '\0') snprintf(first_err, sizeof(first_err), "%s", why);
+        if (p[len] == '\0') break;
+        p += len + 1;
+    }
+    if (first_err[0] != '\0') snprintf(err, err_len, "%s", first_err);
+    else snprintf(err, err_len, "program \"%s\": not found in PATH", name);
+    return TP_ERR_INVALID;
+}
+
+/* An option's value: "--opt=value", "-nVALUE" or the next argument. */
+static const char *option_value(int argc, char **argv, int *i, const char *attached, const char *opt,
+                                const char *expected, char *err, size_t err_len)
+{
+    if (attached != NULL) return attached;
+    if (*i + 1 >= argc) {
+        snprintf(err, err_len, "%s: missing value (expected %s)", opt, expected);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static tp_status_t parse_grace(const char *opt, const char *text, double *out, char *err, size_t err_len)
+{
+    if (strcmp(text, "0") == 0) return *out = 0, TP_OK;
+    return tp_config_parse_seconds(opt, text, out, err, err_len);
+}
+
+void tprun_plan_free(tprun_plan_t *plan)
+{
+    for (size_t i = 0; i < plan->num_hosts; i++) free(plan->hosts[i].name);
+    free(plan->hosts);
+    for (size_t i = 0; i < plan->num_env_set; i++) free(plan->env_set[i]);
+    free(plan->env_set);
+    free(plan->program_path);
+    memset(plan, 0, sizeof(*plan));
+}
+
+static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun_plan_t *plan, int *prog_index,
+                                 char *err, size_t err_len)
+{
+    int i;
+    for (i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        if (strcmp(arg, "--") == 0) {
+            i++;
+            break;
+        }
+        if (arg[0] != '-' || arg[1] == '\0') break;
+        /* Split "--name=value" and "-nVALUE"; the name is what messages show. */
+        char name[64];
+        const char *attached = NULL;
+        if (arg[1] == '-') {
+            const char *eq = strchr(arg, '=');
+            size_t len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
+            if (len >= sizeof(name)) len = sizeof(name) - 1;
+            memcpy(name, arg, len);
+            name[len] = '\0';
+            if (eq != NULL) attached = eq + 1;
+        } else if (strcmp(arg, "-np") == 0) {
+            strcpy(name, "-n");
+        } else {
+            name[0] = '-', name[1] = arg[1], name[2] = '\0';
+            if (arg[2] != '\0') attached = arg + 2;
+        }
+        const char *v;
+        tp_status_t st = TP_OK;
+        if (strcmp(name, "-n") == 0 || strcmp(name, "--np") == 0) {
+            long n;
+            if ((v = option_value(argc, argv, &i, attached, name, "a positive integer", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if (parse_count(v, TPRUN_MAX_RANKS, &n) != 0)
+                return snprintf(err, err_len, "%s: expected a positive integer (at most %d), got \"%s\"", name,
+                                TPRUN_MAX_RANKS, v),
+                       TP_ERR_INVALID;
+            plan->np = (int)n;
+        } else if (strcmp(name, "-H") == 0 || strcmp(name, "--host") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "host[:slots][,...]", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            st = parse_host_list(plan, name, v, err, err_len);
+        } else if (strcmp(name, "--hostfile") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "a file name", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            st = parse_hostfile(plan, v, err, err_len);
+        } else if (strcmp(name, "-x") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "VAR or VAR=value", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            st = parse_env_option(plan, v, envp, err, err_len);
+        } else if (strcmp(name, "--timeout") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "a positive number of seconds", err, err_len)) ==
+                NULL)
+                return TP_ERR_INVALID;
+            st = tp_config_parse_seconds(name, v, &plan->timeout_s, err, err_len);
+        } else if (strcmp(name, "--grace") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "a number of seconds", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            st = parse_grace(name, v, &plan->grace_s, err, err_len);
+        } else if (attached != NULL && arg[1] == '-' &&
+                   (strcmp(name, "--tag-output") == 0 || strcmp(name, "--no-torch-env") == 0 ||
+                    strcmp(name, "--info") == 0 || strcmp(name, "--version") == 0 || strcmp(name, "--help") == 0)) {
+            return snprintf(err, err_len, "%s: takes no value, got \"%s\"", name, attached), TP_ERR_INVALID;
+        } else if (strcmp(name, "--tag-output") == 0) {
+            plan->tag_output = 1;
+        } else if (strcmp(name, "--no-torch-env") == 0) {
+            plan->torch_env = 0;
+        } else if (strcmp(name, "--info") == 0) {
+            plan->want_info = 1;
+        } else if (strcmp(name, "--version") == 0) {
+            plan->want_version = 1;
+        } else if (strcmp(name, "--help") == 0 || (strcmp(name, "-h") == 0 && attached == NULL)) {
+            plan->want_help = 1;
+        } else {
+            return snprintf(err, err_len, "unknown option \"%s\" (tprun --help lists the options)", arg),
+                   TP_ERR_INVALID;
+        }
+        if (st != TP_OK) return TP_ERR_INVALID;
+    }
+    *prog_index = i;
+    return TP_OK;
+}
+
+/* Everything after the options: counts, hosts, slots and the program. */
+static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char *hostname, int have_np, char *err,
+                              size_t err_len)
+{
+    if (plan->argv[0] == NULL)
+        return snprintf(err, err_len, "missing the program to run (usage: tprun -n N [options] [--] program [args])"),
+               TP_ERR_INVALID;
+    if (!have_np) {
+        if (plan->hosts == NULL)
+            return snprintf(err, err_len, "-n: missing (give the number of ranks, e.g. -n 4)"), TP_ERR_INVALID;
+        if (plan->total_slots > TPRUN_MAX_RANKS)
+            return snprintf(err, err_len, "-H/--hostfile: %ld slots, more than %d ranks", plan->total_slots,
+                            TPRUN_MAX_RANKS),
+                   TP_ERR_INVALID;
+        plan->np = (int)plan->total_slots;
+    }
+    for (size_t h = 0; h < plan->num_hosts; h++)
+        if (!tprun_host_is_local(plan->hosts[h].name, hostname))
+            return snprintf(err, err_len, "host \"%s\": remote hosts need the ssh launcher, which is not implemented yet",
+                            plan->hosts[h].name),
+                   TP_ERR_INVALID;
+    if (plan->hosts != NULL && plan->total_slots < plan->np)
+        return snprintf(err, err_len, "-n %d needs %d slots, but -H/--hostfile give only %ld", plan->np, plan->np,
+                        plan->total_slots),
+               TP_ERR_INVALID;
+    return tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
+}
+
+tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const char *hostname, tprun_plan_t *plan,
+                             char *err, size_t err_len)
+{
+    memset(plan, 0, sizeof(*plan));
+    plan->torch_env = 1;
+    plan->grace_s = 1;
+    /* Defaults from the environment; a bad value there is refused by tp_config_check_environ, not here. */
+    char ignore[256];
+    const char *v;
+    int b;
+    if ((v = env_lookup(envp, "TP_TIMEOUT")) != NULL)
+        tp_config_parse_seconds("TP_TIMEOUT", v, &plan->timeout_s, ignore, sizeof(ignore));
+    if ((v = env_lookup(envp, "TP_KILL_GRACE")) != NULL)
+        parse_grace("TP_KILL_GRACE", v, &plan->grace_s, ignore, sizeof(ignore));
+    if ((v = env_lookup(envp, "TP_TORCH_ENV")) != NULL &&
+        tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
+        plan->torch_env = b;
+
+    int prog = argc;
+    tp_status_t st = parse_options(argc, argv, envp, plan, &prog, err, err_len);
+    int have_np = plan->np > 0;
+    if (st == TP_OK) {
+        plan->argv = argv + prog;
+        if (!plan->want_help && !plan->want_version && !plan->want_info)
+            st = check_plan(plan, envp, hostname, have_np, err, err_len);
+    }
+    if (st != TP_OK) {
+        tprun_plan_free(plan);
+        return TP_ERR_INVALID;
+    }
+    return TP_OK;
+}
+
+void tprun_usage(int fd)
+{
+    dprintf(fd,
+            "usage: tprun -n N [options] [--] program [args...]\n"
+            "Starts N ranks of program on this machine, each with the tprun environment (docs/USAGE.md).\n"
+            "\n"
+            "  -n, --np N            number of ranks (default with -H/--hostfile: their total slots)\n"
+            "  -H, --host LIST       hosts as host[:slots][,host[:slots]...] (1 slot by default)\n"
+            "      --hostfile FILE   hosts, one \"host [slots=N]\" per line, '#' comments\n"
+            "                        (-H and --hostfile add up; only this machine is supported for now)\n"
+            "  -x VAR                check that VAR is set and pass it to every rank\n"
+            "  -x VAR=value          set VAR for every rank (repeatable; a later one wins)\n"
+            "      --tag-output      prefix each line of output with \"[rank] \"\n"
+            "      --timeout SEC     end the job after SEC seconds, exit status 124 (default: TP_TIMEOUT)\n"
+            "      --grace SEC       seconds from SIGTERM to SIGKILL when the job is ended, 0 for at once\n"
+            "                        (default: TP_KILL_GRACE, 1)\n"
+            "      --no-torch-env    do not set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+            "                        MASTER_PORT (also TP_TORCH_ENV=0)\n"
+            "      --info            print the TP_* variables with their defaults and values, then exit\n"
+            "      --version         print the version and exit\n"
+            "  -h, --help            print this help and exit\n"
+            "  --                    end of options\n"
+            "\n"
+            "An option given twice takes its last value (-n, --timeout, --grace); -H, --hostfile and -x add up.\n"
+            "Exit status: 0 when every rank exits 0; else the first failing rank's exit status, or 128+signal\n"
+            "when it was killed; 124 on --timeout; 2 for a bad command line or TP_* variable (nothing started);\n"
+            "125 when tprun itself fails to start the job.\n");
+}

@@ -1,0 +1,63 @@
+/* tprun_args.h: tprun's command line and hostfile, parsed and checked into a plan before anything starts. */
+#ifndef TPRUN_ARGS_H
+#define TPRUN_ARGS_H
+
+#include <stddef.h>
+
+#include "tp.h"
+
+/* Exit status of tprun for a command line or environment it refuses (nothing was started). */
+#define TPRUN_EXIT_USAGE 2
+/* Exit status of tprun when it fails itself after starting (fork, pipe, socket). */
+#define TPRUN_EXIT_LAUNCH 125
+
+/* Largest -n accepted: beyond it a single host runs out of pids and fds long before. */
+#define TPRUN_MAX_RANKS 65536
+
+typedef struct tprun_host {
+    char *name;
+    int slots;
+} tprun_host_t;
+
+typedef struct tprun_plan {
+    int np;                /* number of ranks */
+    tprun_host_t *hosts;   /* from -H and --hostfile, in order; NULL when neither was given */
+    size_t num_hosts;
+    long total_slots;
+    char **env_set;        /* "VAR=value" from -x, for every rank (later ones win) */
+    size_t num_env_set;
+    int tag_output;
+    double timeout_s;      /* 0: no timeout */
+    double grace_s;        /* SIGTERM to SIGKILL; 0 kills at once */
+    int torch_env;
+    int want_help;
+    int want_version;
+    int want_info;
+    char *program_path;    /* the resolved file that each rank executes */
+    char **argv;           /* the program and its arguments, as given (points into the caller's argv) */
+} tprun_plan_t;
+
+/*
+ * Parses argv and checks everything in it: option values, hostfiles, that every host is this machine, that
+ * the hosts give enough slots, and that the program is found and executable (PATH is taken from envp, like
+ * execvp). Defaults come from TP_TIMEOUT, TP_KILL_GRACE and TP_TORCH_ENV in envp. hostname is this
+ * machine's name. On error, writes one line (without "tprun: " and newline) into err, frees what it built
+ * and returns TP_ERR_INVALID. Leaves no file, socket or process behind.
+ */
+tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const char *hostname, tprun_plan_t *plan,
+                             char *err, size_t err_len);
+void tprun_plan_free(tprun_plan_t *plan);
+
+/* Whether a host name given on the command line means this machine (localhost, 127.x, hostname or its short name). */
+int tprun_host_is_local(const char *name, const char *hostname);
+
+/* Finds a program the way execvp does (a name with a slash as is, else each PATH entry); *out is malloc'd. */
+tp_status_t tprun_find_program(const char *name, const char *path_env, char **out, char *err, size_t err_len);
+
+/* Whether name is a variable tprun sets for each rank (TP_RANK, ..., and with torch_env RANK, MASTER_PORT, ...). */
+int tprun_env_is_launcher_var(const char *name, size_t len, int torch_env);
+
+/* Writes --help text to fd. */
+void tprun_usage(int fd);
+
+#endif

@@ -1,0 +1,41 @@
+/* tprun_exit.h: how a rank ended (wait status, OOM killer), tprun's exit status and the messages that say so. */
+#ifndef TPRUN_EXIT_H
+#define TPRUN_EXIT_H
+
+#include <stddef.h>
+
+/* "SIGKILL" for 9, "SIG42" for a signal without a name. */
+const char *tprun_signal_name(int sig, char *buf, size_t len);
+
+/* Whether a wait status is a failure: a non-zero exit or death by a signal. */
+int tprun_status_failed(int wstatus);
+
+/* tprun's exit status for a rank's wait status: its exit code, or 128+signal. */
+int tprun_status_code(int wstatus);
+
+/*
+ * Writes why a rank ended: "exited with status 3", "killed by signal 9 (SIGKILL)", or with oom set
+ * "killed by the kernel's OOM killer (SIGKILL)".
+ */
+void tprun_status_describe(int wstatus, int oom, char *buf, size_t len);
+
+/* Writes a sorted list of ranks compactly: "0-3,5,7-8". */
+void tprun_format_ranks(const int *ranks, size_t n, char *buf, size_t len);
+
+/*
+ * The kernel's count of OOM kills that would include a rank of this job: the cgroup v2 memory.events
+ * oom_kill of tprun's cgroup, else cgroup v1 memory.oom_control oom_kill, else /proc/vmstat oom_kill.
+ * tprun_oom_init picks the source once; tprun_oom_count returns -1 when none can be read.
+ */
+void tprun_oom_init(void);
+long long tprun_oom_count(void);
+/* Which file tprun_oom_count reads ("" when none). */
+const char *tprun_oom_source(void);
+
+/* Reads "key N" from a file of such lines (memory.events, vmstat); -1 when absent or unreadable. */
+long long tprun_read_counter(const char *path, const char *key);
+
+/* Writes "tprun: <message>\n" to stderr in one write: the lines a user of tprun reads. */
+void tprun_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,442 @@
+/* tprun_main.c: tprun's main and its one event loop (epoll over output pipes, a signalfd and the terminal). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime_config.h"
+#include "runtime_log.h"
+#include "tprun_args.h"
+#include "tprun_exit.h"
+#include "tprun_output.h"
+#include "tprun_spawn.h"
+
+extern char **environ;
+
+/* epoll ids beyond the ranks' streams (rank r's stdout is 2r, its stderr 2r+1). */
+#define ID_SIGNALS 0xfffffff0u
+#define ID_STDIN_IN 0xfffffff1u
+#define ID_STDIN_OUT 0xfffffff2u
+
+typedef struct tprun_loop {
+    tprun_job_t *job;
+    const tprun_plan_t *plan;
+    int epfd;
+    int sigfd;
+    int running;        /* ranks started and not reaped */
+    int started;        /* ranks started */
+    int first_failure;  /* the rank whose failure decides the exit status, or -1 */
+    int exit_status;
+    int timed_out;
+    int launch_failed;
+    int signals_seen;   /* SIGINT, SIGTERM, SIGHUP received */
+    double kill_deadline;    /* when tprun SIGKILLs what is left; 0 when not set */
+    double timeout_deadline; /* 0 without --timeout */
+    long long oom_base;
+    tprun_stdin_t in;
+    unsigned stdin_events[2]; /* events registered for fd 0 and the stdin pipe */
+} tprun_loop_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void epoll_del(tprun_loop_t *L, int fd)
+{
+    if (fd >= 0) epoll_ctl(L->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
+/* Signals every running rank's process group; SIGCONT first so a stopped rank sees the signal. */
+static void signal_ranks(tprun_loop_t *L, int sig)
+{
+    for (int r = 0; r < L->job->np; r++) {
+        tprun_rank_t *rank = &L->job->ranks[r];
+        if (!rank->running) continue;
+        rank->ended_by = sig;
+        kill(-rank->pid, SIGCONT);
+        kill(-rank->pid, sig);
+    }
+}
+
+static void kill_now(tprun_loop_t *L)
+{
+    signal_ranks(L, SIGKILL);
+    L->kill_deadline = 0;
+}
+
+/* SIGTERM now, SIGKILL after the grace (or at once with --grace 0). */
+static void teardown(tprun_loop_t *L)
+{
+    if (L->plan->grace_s <= 0) {
+        kill_now(L);
+        return;
+    }
+    signal_ranks(L, SIGTERM);
+    double deadline = now_s() + L->plan->grace_s;
+    if (L->kill_deadline == 0 || deadline < L->kill_deadline) L->kill_deadline = deadline;
+}
+
+static void running_ranks(tprun_loop_t *L, char *buf, size_t len)
+{
+    int *list = malloc(sizeof(int) * (size_t)L->job->np);
+    size_t n = 0;
+    for (int r = 0; list != NULL && r < L->job->np; r++)
+        if (L->job->ranks[r].running) list[n++] = r;
+    tprun_format_ranks(list, n, buf, len);
+    free(list);
+}
+
+static void stdin_stop(tprun_loop_t *L)
+{
+    if (L->in.pipe_fd < 0 && L->in.in_fd < 0) return;
+    if (L->stdin_events[0]) epoll_del(L, L->in.in_fd);
+    if (L->stdin_events[1]) epoll_del(L, L->in.pipe_fd);
+    L->stdin_events[0] = L->stdin_events[1] = 0;
+    tprun_stdin_close(&L->in);
+}
+
+/* Moves stdin to rank 0 and registers for what the forwarder waits on next. */
+static void stdin_step(tprun_loop_t *L, int in_ready)
+{
+    int want = tprun_stdin_pump(&L->in, in_ready);
+    if (want == 0) {
+        stdin_stop(L);
+        return;
+    }
+    unsigned ev[2] = {want == 1 ? EPOLLIN : 0, want == 2 ? EPOLLOUT : 0};
+    int fds[2] = {L->in.in_fd, L->in.pipe_fd};
+    uint32_t ids[2] = {ID_STDIN_IN, ID_STDIN_OUT};
+    for (int i = 0; i < 2; i++) {
+        if (ev[i] == L->stdin_events[i]) continue;
+        struct epoll_event e = {.events = ev[i], .data.u32 = ids[i]};
+        if (L->stdin_events[i] == 0) epoll_ctl(L->epfd, EPOLL_CTL_ADD, fds[i], &e);
+        else if (ev[i] == 0) epoll_del(L, fds[i]);
+        else epoll_ctl(L->epfd, EPOLL_CTL_MOD, fds[i], &e);
+        L->stdin_events[i] = ev[i];
+    }
+}
+
+static void print_failure(tprun_loop_t *L, int r)
+{
+    tprun_rank_t *rank = &L->job->ranks[r];
+    int st = rank->wstatus;
+    char cause[160], sig[32], extra[160] = "";
+    int oom = 0;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by != SIGKILL) {
+        long long count = tprun_oom_count();
+        oom = count >= 0 && L->oom_base >= 0 && count > L->oom_base;
+        L->oom_base = count;
+    }
+    tprun_status_describe(st, oom, cause, sizeof(cause));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
+        snprintf(extra, sizeof(extra), ": execve %s: %s", L->plan->program_path, strerror(rank->exec_errno));
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
+        snprintf(extra, sizeof(extra), ", sent by tprun %s", L->signals_seen > 1 ? "at the second signal"
+                                                                                 : "after the grace period");
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by)
+        snprintf(extra, sizeof(extra), ", forwarded by tprun (it received %s)",
+                 tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
+    tprun_say("rank %d (host %s, pid %d) %s%s", r, L->job->host, (int)rank->pid, cause, extra);
+}
+
+static void rank_ended(tprun_loop_t *L, int r, int wstatus)
+{
+    tprun_job_t *job = L->job;
+    tprun_rank_t *rank = &job->ranks[r];
+    rank->running = 0;
+    rank->wstatus = wstatus;
+    L->running--;
+    tprun_keeper_tell(&job->keeper, 'R', rank->pid);
+    if (r == 0) stdin_stop(L);
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(job);
+    if (tp_log_enabled(TP_LOG_DEBUG)) {
+        char cause[160];
+        tprun_status_describe(wstatus, 0, cause, sizeof(cause));
+        tp_log(TP_LOG_DEBUG, "fate", "rank %d (pid %d) %s", r, (int)rank->pid, cause);
+    }
+    /* Only a failure of the job's own making counts: not one caused by a teardown already under way. */
+    if (tprun_status_failed(wstatus) && L->first_failure < 0 && !L->timed_out && !L->launch_failed) {
+        L->first_failure = r;
+        L->exit_status = tprun_status_code(wstatus);
+        print_failure(L, r);
+        teardown(L);
+    }
+    /* Its output was written before it ended: take it all now (after the failure line, which comes first). */
+    epoll_del(L, rank->out.fd);
+    epoll_del(L, rank->err.fd);
+    tprun_stream_drain(&rank->out, &rank->prefix);
+    tprun_stream_drain(&rank->err, &rank->prefix);
+}
+
+static void reap(tprun_loop_t *L)
+{
+    tprun_job_t *job = L->job;
+    for (;;) {
+        siginfo_t si;
+        si.si_pid = 0;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return;
+        pid_t pid = si.si_pid;
+        int r = -1;
+        for (int i = 0; i < job->np && r < 0; i++)
+            if (job->ranks[i].pid == pid && job->ranks[i].running) r = i;
+        /* Whatever the rank started dies with it; its unreaped zombie keeps the group id from being reused. */
+        if (r >= 0) kill(-pid, SIGKILL);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (pid == job->keeper.pid) {
+            tp_log(TP_LOG_WARN, "keeper", "the keeper (pid %d) ended early; ranks are not cleaned up if tprun is killed",
+                   (int)pid);
+            job->keeper.pid = 0;
+            if (job->keeper.fd >= 0) close(job->keeper.fd);
+            job->keeper.fd = -1;
+        } else if (r >= 0) {
+            rank_ended(L, r, st);
+        }
+    }
+}
+
+static void on_signals(tprun_loop_t *L)
+{
+    struct signalfd_siginfo si;
+    while (read(L->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
+            reap(L);
+            continue;
+        }
+        L->signals_seen++;
+        if (sig == SIGINT && L->signals_seen > 1) {
+            tp_log(TP_LOG_INFO, "fate", "second signal (SIGINT): killing every rank now");
+            kill_now(L);
+            continue;
+        }
+        /* Forward it; what does not end within the grace is killed. */
+        signal_ranks(L, sig);
+        double deadline = now_s() + L->plan->grace_s;
+        if (L->kill_deadline == 0 || deadline < L->kill_deadline) L->kill_deadline = deadline;
+        if (L->plan->grace_s <= 0) kill_now(L);
+    }
+    reap(L);
+}
+
+static void on_timeout(tprun_loop_t *L)
+{
+    L->timeout_deadline = 0;
+    if (L->first_failure >= 0 || L->launch_failed) return;
+    char ranks[256];
+    running_ranks(L, ranks, sizeof(ranks));
+    L->timed_out = 1;
+    L->exit_status = TP_EXIT_TIMEOUT;
+    tprun_say("timeout: the job ran longer than %g s (--timeout); ranks still running: %s", L->plan->timeout_s,
+              ranks);
+    teardown(L);
+}
+
+static void on_stream(tprun_loop_t *L, uint32_t id)
+{
+    int r = (int)(id / 2);
+    if (r >= L->job->np) return;
+    tprun_rank_t *rank = &L->job->ranks[r];
+    tprun_stream_t *s = id % 2 ? &rank->err : &rank->out;
+    if (s->fd < 0) return;
+    if (tprun_stream_pump(s, &rank->prefix) == 0) {
+        epoll_del(L, s->fd);
+        tprun_stream_close(s, &rank->prefix);
+    }
+}
+
+static void loop_run(tprun_loop_t *L)
+{
+    struct epoll_event events[64];
+    while (L->running > 0) {
+        double now = now_s();
+        if (L->timeout_deadline > 0 && now >= L->timeout_deadline) on_timeout(L);
+        if (L->kill_deadline > 0 && now >= L->kill_deadline) kill_now(L);
+        double next = L->timeout_deadline;
+        if (L->kill_deadline > 0 && (next == 0 || L->kill_deadline < next)) next = L->kill_deadline;
+        int wait_ms = next > 0 ? (int)ceil((next - now) * 1000.0) : -1;
+        if (next > 0 && wait_ms < 1) wait_ms = 1;
+        int n = epoll_wait(L->epfd, events, 64, wait_ms);
+        if (n < 0 && errno != EINTR) {
+            tp_log(TP_LOG_ERROR, "fate", "epoll_wait failed: %s; killing the job", strerror(errno));
+            kill_now(L);
+            reap(L);
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            uint32_t id = events[i].data.u32;
+            if (id == ID_SIGNALS) on_signals(L);
+            else if (id == ID_STDIN_IN) stdin_step(L, 1);
+            else if (id == ID_STDIN_OUT) stdin_step(L, 0);
+            else on_stream(L, id);
+        }
+    }
+}
+
+static void start_ranks(tprun_loop_t *L)
+{
+    tprun_job_t *job = L->job;
+    for (int r = 0; r < job->np; r++) {
+        if (tprun_rank_start(job, r) != TP_OK) {
+            L->launch_failed = 1;
+            L->exit_status = TPRUN_EXIT_LAUNCH;
+            tprun_say("could not start rank %d of %d; ending the %d started", r, job->np, L->started);
+            teardown(L);
+            return;
+        }
+        L->started++;
+        L->running++;
+        tprun_rank_t *rank = &job->ranks[r];
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)(2 * r)};
+        epoll_ctl(L->epfd, EPOLL_CTL_ADD, rank->out.fd, &e);
+        e.data.u32 = (uint32_t)(2 * r + 1);
+        epoll_ctl(L->epfd, EPOLL_CTL_ADD, rank->err.fd, &e);
+    }
+}
+
+static void print_summary(tprun_loop_t *L)
+{
+    char what[200], stopped[240] = "";
+    if (L->first_failure >= 0) snprintf(what, sizeof(what), "rank %d failed first", L->first_failure);
+    else if (L->timed_out) snprintf(what, sizeof(what), "timeout after %g s", L->plan->timeout_s);
+    else if (L->launch_failed) snprintf(what, sizeof(what), "tprun could not start every rank");
+    else return;
+    int *list = malloc(sizeof(int) * (size_t)L->job->np);
+    size_t n = 0;
+    for (int r = 0; list != NULL && r < L->job->np; r++)
+        if (L->job->ranks[r].ended_by != 0 && r != L->first_failure) list[n++] = r;
+    if (n > 0) {
+        char ranks[200];
+        tprun_format_ranks(list, n, ranks, sizeof(ranks));
+        snprintf(stopped, sizeof(stopped), "; tprun ended rank%s %s", n > 1 ? "s" : "", ranks);
+    }
+    free(list);
+    tprun_say("job %s: exit status %d (%s%s)", L->job->job_id, L->exit_status, what, stopped);
+}
+
+/* Runs the job from the checked plan; returns tprun's exit status. */
+static int run_job(const tprun_plan_t *plan, const char *host)
+{
+    tprun_job_t job;
+    memset(&job, 0, sizeof(job));
+    job.keeper.fd = -1;
+    snprintf(job.host, sizeof(job.host), "%s", host);
+    tprun_loop_t L;
+    memset(&L, 0, sizeof(L));
+    L.job = &job;
+    L.plan = plan;
+    L.first_failure = -1;
+    L.epfd = L.sigfd = -1;
+    L.in.in_fd = L.in.pipe_fd = -1;
+
+    /* Signals arrive on a signalfd; one ignored at start (nohup, a background job) stays ignored, ranks included. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGCHLD);
+    signal(SIGCHLD, SIG_DFL);
+    static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+        struct sigaction old;
+        if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&sigs, forwarded[i]);
+    }
+    sigprocmask(SIG_BLOCK, &sigs, &job.child_mask);
+    struct sigaction old_pipe;
+    if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler != SIG_IGN) {
+        signal(SIGPIPE, SIG_IGN);
+        job.reset_sigpipe = 1;
+    }
+    int status = TPRUN_EXIT_LAUNCH;
+    L.sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    L.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (L.sigfd < 0 || L.epfd < 0) {
+        tp_log(TP_LOG_ERROR, "fate", "cannot create the signalfd or epoll: %s", strerror(errno));
+        goto err_loop;
+    }
+    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_SIGNALS};
+    epoll_ctl(L.epfd, EPOLL_CTL_ADD, L.sigfd, &e);
+    if (tprun_keeper_start(&job.keeper, plan->np) != TP_OK) goto err_loop;
+    tprun_oom_init();
+    L.oom_base = tprun_oom_count();
+    tp_log(TP_LOG_DEBUG, "fate", "OOM kills counted from %s",
+           tprun_oom_source()[0] ? tprun_oom_source() : "nowhere (not readable)");
+    if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
+    tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
+           job.boot_port);
+    if (plan->timeout_s > 0) L.timeout_deadline = now_s() + plan->timeout_s;
+    start_ranks(&L);
+    if (job.stdin_tty && L.started > 0) {
+        L.in.in_fd = STDIN_FILENO;
+        L.in.pipe_fd = job.stdin_pipe[1];
+        job.stdin_pipe[1] = -1;
+        stdin_step(&L, 0);
+    }
+    loop_run(&L);
+    print_summary(&L);
+    status = L.exit_status;
+err_job:
+    stdin_stop(&L);
+    tprun_keeper_finish(&job.keeper);
+    tprun_job_release(&job);
+err_loop:
+    if (L.epfd >= 0) close(L.epfd);
+    if (L.sigfd >= 0) close(L.sigfd);
+    return status;
+}
+
+/* Closed stdio would let a pipe or the listener take fd 0-2 and a rank write into it. */
+static void ensure_stdio(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            int n = open("/dev/null", O_RDWR);
+            if (n >= 0 && n != fd) close(n);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    tp_log_set_program("tprun");
+    int level = tp_log_level_parse(tp_config_value("TP_LOG_LEVEL"));
+    if (level >= 0) tp_log_set_level((tp_log_level_t)level);
+    ensure_stdio();
+    char host[256];
+    if (gethostname(host, sizeof(host)) != 0) strcpy(host, "localhost");
+    host[sizeof(host) - 1] = '\0';
+
+    tprun_plan_t plan;
+    char err[1024];
+    if (tprun_args_parse(argc, argv, environ, host, &plan, err, sizeof(err)) != TP_OK) {
+        tprun_say("%s", err);
+        return TPRUN_EXIT_USAGE;
+    }
+    int status = 0;
+    if (plan.want_help) {
+        tprun_usage(STDOUT_FILENO);
+    } else if (plan.want_version) {
+        dprintf(STDOUT_FILENO, "tprun %s\n", PACKAGE_VERSION);
+    } else if (plan.want_info) {
+        tp_config_print(STDOUT_FILENO);
+    } else if (tp_config_check_environ(environ, err, sizeof(err)) != TP_OK) {
+        tprun_say("%s", err);
+        status = TPRUN_EXIT_USAGE;
+    } else if (plan.env_set != NULL && tp_config_check_environ(plan.env_set, err, sizeof(err)) != TP_OK) {
+        tprun_say("-x %s", err);
+        status = TPRUN_EXIT_USAGE;
+    } else {
+        status = run_job(&plan, host);
+    }
+    tprun_plan_free(&plan);
+    return status;
+}

@@ -1,0 +1,73 @@
+/* tprun_spawn.h: the job's resources (ids, bootstrap listener, per-rank environments), starting ranks, the keeper. */
+#ifndef TPRUN_SPAWN_H
+#define TPRUN_SPAWN_H
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include "tp.h"
+#include "tprun_args.h"
+#include "tprun_output.h"
+
+/* The fd number rank 0 finds the bootstrap listener on (TP_BOOT_FD). */
+#define TPRUN_BOOT_FD 3
+
+typedef struct tprun_rank {
+    pid_t pid;          /* also its process group; 0 before it starts */
+    int running;        /* started and not yet reaped */
+    int wstatus;        /* once reaped */
+    int exec_errno;     /* non-zero when execve failed in the child */
+    int ended_by;       /* the signal tprun sent it last (SIGTERM, SIGKILL, a forwarded one), or 0 */
+    tprun_prefix_t prefix;
+    tprun_stream_t out, err;
+} tprun_rank_t;
+
+/* A process forked before the ranks that SIGKILLs their process groups when tprun dies without saying "done". */
+typedef struct tprun_keeper {
+    pid_t pid; /* 0 when not running */
+    int fd;    /* write end of its pipe, -1 when closed */
+} tprun_keeper_t;
+
+typedef struct tprun_job {
+    const tprun_plan_t *plan;
+    int np;
+    char host[256];
+    char job_id[320];
+    char job_key[33];
+    int boot_fd;   /* the listening socket, until rank 0 has it */
+    int boot_port;
+    char **envp_mem; /* all ranks' environment arrays, rank r's at envp[r] */
+    char ***envp;
+    char *env_strings;
+    int devnull_fd;
+    int stdin_tty;   /* tprun's stdin is a terminal: forward it through stdin_pipe */
+    int stdin_pipe[2];
+    int exec_pipe[2]; /* children report a failed execve here as {rank, errno} */
+    sigset_t child_mask; /* tprun's signal mask at start, restored in each rank */
+    int reset_sigpipe;   /* SIGPIPE was not ignored at start: restore its default in each rank */
+    tprun_keeper_t keeper;
+    tprun_rank_t *ranks;
+} tprun_job_t;
+
+/*
+ * Takes the job's resources, in this order: ids and key, the bootstrap listener on 127.0.0.1 port 0, every
+ * rank's environment (from environ_ plus the plan), /dev/null and the pipes for stdin and exec reports.
+ * Logs and returns an error naming what failed; tprun_job_release undoes any part.
+ */
+tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *const *environ_);
+void tprun_job_release(tprun_job_t *job);
+
+/* Forks and execs rank r in its own process group; on success it is running and the keeper knows its group. */
+tp_status_t tprun_rank_start(tprun_job_t *job, int r);
+
+/* Reads pending {rank, errno} exec reports into the ranks. */
+void tprun_exec_reports(tprun_job_t *job);
+
+/* Starts the keeper (before any rank); np bounds the groups it tracks. */
+tp_status_t tprun_keeper_start(tprun_keeper_t *k, int np);
+/* Tells the keeper a rank's process group started ('S') or is gone ('R'). */
+void tprun_keeper_tell(tprun_keeper_t *k, char op, pid_t pgid);
+/* Says "done" and waits for the keeper to exit (it does at once). */
+void tprun_keeper_finish(tprun_keeper_t *k);
+
+#endif
