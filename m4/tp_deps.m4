@@ -1,5 +1,36 @@
-# Placeholder detection; replaced by one m4 file per dependency.
+# tp_deps.m4: runs every optional-dependency check and prints what configure found.
+
+# TP_CHECK_DEPENDENCIES: linked libraries first, then vendor headers; then tp.pc's Libs.private.
 AC_DEFUN([TP_CHECK_DEPENDENCIES], [
-  AC_SUBST([TP_PRIVATE_LIBS], ["-lpthread -ldl -lm"])
+m4_ifndef([PKG_PROG_PKG_CONFIG],
+  [m4_fatal([pkg.m4 not found: install pkg-config (scripts/install-deps.sh does) and rerun ./autogen.sh])])
+PKG_PROG_PKG_CONFIG
+tp_summary_rows=
+TP_CHECK_HWLOC
+TP_CHECK_PMIX
+TP_CHECK_VERBS
+TP_CHECK_CUDA
+TP_CHECK_NCCL
+TP_CHECK_HIP
+dnl A static libtp needs what the shared one links, dependents first; dlopen'd vendor libraries never appear.
+TP_PRIVATE_LIBS=`echo "$tp_hwloc_static_libs $tp_pmix_static_libs $LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
+AC_SUBST([TP_PRIVATE_LIBS])
 ])
-AC_DEFUN([TP_PRINT_SUMMARY], [])
+
+# TP_PRINT_SUMMARY: the table users read to see what this build can do.
+AC_DEFUN([TP_PRINT_SUMMARY], [
+cat <<EOF_SUMMARY
+
+$PACKAGE_NAME $PACKAGE_VERSION configured
+  prefix:     $prefix
+  compiler:   $CC $CFLAGS
+  warnings:   $TP_WARN_CFLAGS
+
+EOF_SUMMARY
+printf '  %-12s %-10s %-40s %s\n' dependency status where "how used"
+printf '  %-12s %-10s %-40s %s\n' ---------- ------ ----- --------
+printf '%s' "$tp_summary_rows" | while IFS='|' read -r tp_name tp_status tp_where tp_use; do
+  printf '  %-12s %-10s %-40s %s\n' "$tp_name" "$tp_status" "$tp_where" "$tp_use"
+done
+echo
+])
