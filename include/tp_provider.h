@@ -73,6 +73,85 @@ int64_t tp_now_ns(void);
 /* Reports that a world rank failed; the first report wins; returns immediately (the fate thread exits us). */
 void tp_fate_report(int world_rank, const char *reason);
 
+
+/* ---- Frames: what every data transport carries (built and checked by the collectives layer) ---- */
+
+#define TP_FRAME_HEADER_BYTES 40
+
+/* Fills a frame header's part number and payload size (the rest is the caller's template). */
+void tp_frame_set_part(uint8_t header[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t bytes);
+/* The payload size a header claims. */
+uint32_t tp_frame_bytes(const uint8_t header[TP_FRAME_HEADER_BYTES]);
+/*
+ * Checks a received header against the expected one: a bad magic, an impossible size (over max_bytes) or an
+ * unknown field is TP_ERR_PROTOCOL, another call, collective, type, count or root TP_ERR_DESYNC; *matched is
+ * 1 when step and part match too, 0 when the frame belongs to another receive of this call. Logs errors.
+ */
+tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const uint8_t got[TP_FRAME_HEADER_BYTES],
+                           uint64_t max_bytes, int peer_world_rank, int *matched);
+
+/* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
+
+#define TP_TRANSPORT_ABI 1
+
+/* What a transport learns of the job when it opens. */
+typedef struct tp_transport_env {
+    int rank; /* world rank */
+    int size;
+    const uint8_t *job_key;
+    double connect_timeout_s;
+    int spin_us;
+    uint64_t part_bytes;
+    const char *advertise_ip; /* where peers reach this rank; "" when unknown */
+    const char *boot_host;    /* rank 0's bootstrap host: a loopback one keeps listeners on loopback */
+} tp_transport_env_t;
+
+/*
+ * One transfer: a message of len bytes to or from one peer, moved as frames of at most part_bytes payload,
+ * parts first_part, first_part + 1, ... (a zero-length message is one empty frame). Sends go in the order posted
+ * per peer; a received frame goes to the posted receive whose header matches it (step and part).
+ */
+typedef struct tp_xfer {
+    int peer;                                /* world rank */
+    int is_send;
+    uint8_t header[TP_FRAME_HEADER_BYTES];   /* template; the transport sets part and size per frame */
+    void *buf;
+    size_t len;
+    size_t ready;      /* send: bytes of buf that may go now (the caller raises it as data is produced) */
+    size_t part_bytes; /* payload per frame */
+    uint32_t first_part;
+    size_t done;  /* payload bytes moved so far (set by the transport) */
+    int complete; /* set by the transport */
+    /* transport-private */
+    struct tp_xfer *next;
+    size_t frame_off; /* bytes of the current frame moved, header included */
+    uint8_t wire[TP_FRAME_HEADER_BYTES];
+} tp_xfer_t;
+
+typedef struct tp_transport_ops {
+    uint32_t abi_version; /* TP_TRANSPORT_ABI */
+    uint32_t ops_size;    /* sizeof(tp_transport_ops_t) when built */
+    const char *name;     /* as in TP_TRANSPORTS and addresses ("tcp") */
+    /* Before the bootstrap: set up listening; writes the address peers use into address. */
+    tp_status_t (*open)(const tp_transport_env_t *env, void **state, char *address, size_t address_len);
+    /* Whether this transport can reach a peer that published address (NULL when it published none). */
+    int (*can_reach)(void *state, int peer, const char *address);
+    /* Connects to every peer with use[peer] set (addresses[peer] is its published address); blocks. */
+    tp_status_t (*connect)(void *state, const int *use, const char *const *addresses);
+    /* Queues a transfer; nothing moves until progress. */
+    tp_status_t (*post)(void *state, tp_xfer_t *xfer);
+    /* Moves what it can; with wait set and nothing moved, spins then blocks until something moves. */
+    tp_status_t (*progress)(void *state, int wait);
+    /* Drops every queued transfer after a failed call; peers with a frame half moved are not used again. */
+    void (*cancel)(void *state);
+    /* Registers memory for zero-copy transports (tp_transport_unsupported_register where not needed). */
+    tp_status_t (*mem_register)(void *state, void *buf, size_t len, void **handle);
+    void (*close)(void *state);
+} tp_transport_ops_t;
+
+/* The one stub every transport points unsupported ops at. */
+tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,3 +15,9 @@ libtp_la_SOURCES += \
 	runtime/runtime_record.c runtime/runtime_record.h \
 	runtime/runtime_wire.c runtime/runtime_wire.h \
 	runtime/runtime_world.h
+libtp_la_SOURCES += \
+	runtime/runtime_transports.c runtime/runtime_transports.h \
+	runtime/coll_api.c runtime/coll_p2p.c runtime/coll_engine.c runtime/coll_internal.h \
+	runtime/coll_algos.c runtime/coll_allreduce.c \
+	runtime/coll_frame.c runtime/coll_frame.h \
+	runtime/coll_reduce.c runtime/coll_reduce.h

@@ -1,0 +1,135 @@
+/*
+ * coll_allreduce.c: all_reduce and reduce_scatter in rank order. Each rank owns a slice; every rank sends its
+ * piece of slice j to owner j, the owner adds the contributions 0..N-1 part by part as they land in scratch, and
+ * (all_reduce) sends each reduced part to every rank as soon as it is done.
+ */
+#include <string.h>
+
+#include "coll_internal.h"
+#include "coll_reduce.h"
+
+/* Slice j has base + (j < rem) elements; pe elements make a part. */
+typedef struct slices {
+    size_t base, rem, es, pe;
+} slices_t;
+
+static size_t slice_count(const slices_t *sl, int j) { return sl->base + ((size_t)j < sl->rem); }
+static size_t slice_first(const slices_t *sl, int j)
+{
+    return sl->base * (size_t)j + ((size_t)j < sl->rem ? (size_t)j : sl->rem);
+}
+static size_t parts_of(size_t cnt, size_t pe) { return cnt == 0 ? 1 : (cnt + pe - 1) / pe; }
+static size_t part_elems(size_t cnt, size_t pe, size_t k)
+{
+    size_t left = cnt - (k * pe < cnt ? k * pe : cnt);
+    return left < pe ? left : pe;
+}
+
+/* Small calls: every rank sends all of its vector to every rank and reduces the lot in rank order (one round). */
+static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv, size_t count, size_t es)
+{
+    int me = c->comm->rank, n = c->comm->size;
+    size_t bytes = count * es;
+    tp_status_t s = TP_OK;
+    for (int p = 0; p < n && s == TP_OK; p++) {
+        if (p == me) continue;
+        s = coll_post(c, coll_xfer(c, p, 0, 0, coll_slot(c, p, 0), bytes, 0, 0));
+        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, (void *)send, bytes, 0, 0));
+    }
+    if (s == TP_OK) s = coll_wait_all(c);
+    if (s != TP_OK) return s;
+    for (int p = 0; p < n; p++) c->cs->srcs[p] = p == me ? send : coll_slot(c, p, 0);
+    tp_reduce_n(c->id.dtype, c->id.op, recv, c->cs->srcs, n, count);
+    return TP_OK;
+}
+
+/*
+ * The scatter-reduce core: pieces[j] is this rank's contribution to slice j, dst where this rank's reduced slice
+ * goes. With gather set, each reduced part also goes to every rank, and the other slices land in dst_all.
+ */
+static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, void *dst,
+                                  int gather, uint8_t *dst_all)
+{
+    int me = c->comm->rank, n = c->comm->size;
+    coll_state_t *cs = c->cs;
+    size_t es = sl->es, pe = sl->pe, pbytes = pe * es;
+    size_t mine = slice_count(sl, me), parts = parts_of(mine, pe);
+    tp_xfer_t **rx = cs->xa, **gx = cs->xb;
+    tp_status_t s = TP_OK;
+    for (int p = 0; p < n && s == TP_OK; p++) {
+        if (p == me) continue;
+        for (size_t k = 0; k < parts && k < COLL_WINDOW && s == TP_OK; k++) {
+            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, 0, coll_slot(c, p, (int)k), part_elems(mine, pe, k) * es,
+                                                (uint32_t)k, pbytes);
+            s = coll_post(c, rx[p * COLL_WINDOW + k]);
+        }
+        size_t theirs = slice_count(sl, p);
+        if (s == TP_OK && gather)
+            s = coll_post(c, coll_xfer(c, p, 0, 1, dst_all + slice_first(sl, p) * es, theirs * es, 0, pbytes));
+        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, (void *)pieces[p], theirs * es, 0, pbytes));
+        if (s == TP_OK && gather) {
+            gx[p] = coll_xfer(c, p, 1, 1, dst, mine * es, 0, pbytes);
+            if (gx[p] != NULL) gx[p]->ready = 0; /* raised as parts are reduced */
+            s = coll_post(c, gx[p]);
+        }
+    }
+    for (size_t k = 0; k < parts && s == TP_OK;) {
+        int ready = 1;
+        for (int p = 0; p < n && ready; p++)
+            if (p != me && !rx[p * COLL_WINDOW + k % COLL_WINDOW]->complete) ready = 0;
+        if (!ready) {
+            s = coll_progress(c);
+            continue;
+        }
+        size_t m = part_elems(mine, pe, k);
+        for (int p = 0; p < n; p++)
+            cs->srcs[p] = p == me ? pieces[me] + k * pbytes : coll_slot(c, p, (int)k);
+        tp_reduce_n(c->id.dtype, c->id.op, (uint8_t *)dst + k * pbytes, cs->srcs, n, m);
+        for (int p = 0; p < n && gather; p++)
+            if (p != me) gx[p]->ready = k * pbytes + m * es;
+        if (k + COLL_WINDOW < parts) {
+            for (int p = 0; p < n && s == TP_OK; p++) {
+                if (p == me) continue;
+                tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
+                size_t k2 = k + COLL_WINDOW;
+                x->len = part_elems(mine, pe, k2) * es;
+                x->first_part = (uint32_t)k2;
+                s = coll_post(c, x);
+            }
+        }
+        k++;
+    }
+    return s == TP_OK ? coll_wait_all(c) : s;
+}
+
+static void slices_init(slices_t *sl, size_t count, int n, size_t es, size_t part_bytes)
+{
+    sl->base = count / (size_t)n;
+    sl->rem = count % (size_t)n;
+    sl->es = es;
+    sl->pe = part_bytes / es > 0 ? part_bytes / es : 1;
+}
+
+tp_status_t coll_all_reduce(coll_call_t *c, const void *send, void *recv, size_t count)
+{
+    int n = c->comm->size;
+    size_t es = tp_dtype_size(c->id.dtype);
+    if (count < (size_t)n || count * es * (size_t)(n - 1) <= COLL_SMALL_BYTES) {
+        if (count * es <= c->cs->slot_bytes) return all_reduce_small(c, send, recv, count, es);
+    }
+    slices_t sl;
+    slices_init(&sl, count, n, es, c->part_bytes);
+    const uint8_t **pc = c->cs->pieces;
+    for (int j = 0; j < n; j++) pc[j] = (const uint8_t *)send + slice_first(&sl, j) * es;
+    return scatter_reduce(c, pc, &sl, (uint8_t *)recv + slice_first(&sl, c->comm->rank) * es, 1, recv);
+}
+
+tp_status_t coll_reduce_scatter(coll_call_t *c, const void *send, void *recv, size_t count)
+{
+    int n = c->comm->size;
+    size_t es = tp_dtype_size(c->id.dtype);
+    slices_t sl = {.base = count, .rem = 0, .es = es, .pe = c->part_bytes / es > 0 ? c->part_bytes / es : 1};
+    const uint8_t **pc = c->cs->pieces;
+    for (int j = 0; j < n; j++) pc[j] = (const uint8_t *)send + (size_t)j * count * es;
+    return scatter_reduce(c, pc, &sl, recv, 0, NULL);
+}

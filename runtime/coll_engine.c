@@ -1,0 +1,194 @@
+/* coll_engine.c: per-comm state, the transfer pool, the wait loop and the pairwise exchange every algorithm uses. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_internal.h"
+#include "runtime_transports.h"
+
+tp_status_t tp_coll_comm_init(tp_comm_t *comm)
+{
+    coll_state_t *cs = calloc(1, sizeof(*cs));
+    if (cs == NULL) return TP_ERR_NO_MEMORY;
+    size_t n = (size_t)comm->size;
+    cs->pool_len = (int)(n * COLL_XFERS_PER_PEER + 4);
+    cs->slot_bytes = comm->world->part_bytes;
+    cs->pool = calloc((size_t)cs->pool_len, sizeof(tp_xfer_t));
+    cs->send_seq = calloc(n, sizeof(uint64_t));
+    cs->recv_seq = calloc(n, sizeof(uint64_t));
+    cs->srcs = calloc(n, sizeof(void *));
+    cs->xa = calloc(n * COLL_WINDOW, sizeof(tp_xfer_t *));
+    cs->xb = calloc(n, sizeof(tp_xfer_t *));
+    cs->next = calloc(n, sizeof(size_t));
+    cs->pieces = calloc(n, sizeof(uint8_t *));
+    cs->sbuf = calloc(n, sizeof(void *));
+    cs->rbuf = calloc(n, sizeof(void *));
+    cs->slen = calloc(n, sizeof(size_t));
+    cs->rlen = calloc(n, sizeof(size_t));
+    /* malloc'd, not touched: pages are only committed when a large call uses them */
+    cs->scratch = n > 1 ? malloc(n * COLL_WINDOW * cs->slot_bytes) : NULL;
+    if (cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL || cs->srcs == NULL || cs->xa == NULL ||
+        cs->xb == NULL || cs->next == NULL || cs->pieces == NULL || cs->sbuf == NULL ||
+        cs->rbuf == NULL || cs->slen == NULL || cs->rlen == NULL || (n > 1 && cs->scratch == NULL)) {
+        comm->coll_state = cs;
+        tp_coll_comm_fini(comm);
+        return TP_ERR_NO_MEMORY;
+    }
+    comm->coll_state = cs;
+    return TP_OK;
+}
+
+void tp_coll_comm_fini(tp_comm_t *comm)
+{
+    coll_state_t *cs = comm->coll_state;
+    if (cs == NULL) return;
+    free(cs->pool);
+    free(cs->send_seq);
+    free(cs->recv_seq);
+    free(cs->srcs);
+    free(cs->xa);
+    free(cs->xb);
+    free(cs->next);
+    free(cs->pieces);
+    free(cs->sbuf);
+    free(cs->rbuf);
+    free(cs->slen);
+    free(cs->rlen);
+    free(cs->scratch);
+    free(cs);
+    comm->coll_state = NULL;
+}
+
+void coll_begin(coll_call_t *c, tp_comm_t *comm, tp_coll_kind_t coll, tp_dtype_t dtype, tp_op_t op, uint64_t count,
+                int root)
+{
+    c->comm = comm;
+    c->cs = comm->coll_state;
+    c->cs->pool_used = 0;
+    c->part_bytes = comm->world->part_bytes;
+    c->id = (tp_frame_id_t){.coll = coll, .dtype = dtype, .op = op, .comm_id = comm->comm_id, .root = root,
+                            .seq = comm->seq++, .count = count};
+}
+
+tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len,
+                     uint32_t first_part, size_t part_bytes)
+{
+    coll_state_t *cs = c->cs;
+    if (cs->pool_used == cs->pool_len) return NULL;
+    tp_xfer_t *x = &cs->pool[cs->pool_used++];
+    memset(x, 0, sizeof(*x));
+    x->peer = c->comm->world_ranks[peer];
+    x->is_send = is_send;
+    tp_frame_pack(x->header, &c->id, step);
+    x->buf = buf;
+    x->len = len;
+    x->ready = is_send ? len : 0;
+    x->part_bytes = part_bytes != 0 ? part_bytes : c->part_bytes;
+    x->first_part = first_part;
+    return x;
+}
+
+tp_status_t coll_post(coll_call_t *c, tp_xfer_t *x)
+{
+    if (x == NULL) return TP_ERR_NO_MEMORY;
+    return tp_transports_post(c->comm->world, x);
+}
+
+tp_status_t coll_progress(coll_call_t *c) { return tp_transports_progress(c->comm->world, 1); }
+
+tp_status_t coll_wait_all(coll_call_t *c)
+{
+    coll_state_t *cs = c->cs;
+    for (int i = 0; i < cs->pool_used;) {
+        if (cs->pool[i].complete) {
+            i++;
+            continue;
+        }
+        tp_status_t s = coll_progress(c);
+        if (s != TP_OK) return s;
+    }
+    return TP_OK;
+}
+
+tp_status_t coll_fail(coll_call_t *c, tp_status_t s)
+{
+    tp_transports_cancel(c->comm->world);
+    if (tp_status_scope(s) >= TP_SCOPE_PEER && c->cs->failed == TP_OK) c->cs->failed = s;
+    return s;
+}
+
+uint8_t *coll_slot(coll_call_t *c, int peer, int k)
+{
+    return c->cs->scratch + ((size_t)peer * COLL_WINDOW + (size_t)(k % COLL_WINDOW)) * c->cs->slot_bytes;
+}
+
+int coll_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
+}
+
+static size_t parts_of(size_t len, size_t pb) { return len == 0 ? 1 : (len + pb - 1) / pb; }
+
+/* In place: parts land in scratch, then move into rbuf[p] once that part of sbuf[p] has gone out. */
+static tp_status_t pairwise_in_place(coll_call_t *c, int only, void *const *buf, const size_t *len)
+{
+    int me = c->comm->rank, n = c->comm->size;
+    size_t pb = c->part_bytes;
+    coll_state_t *cs = c->cs;
+    tp_xfer_t **sx = cs->xb, **rx = cs->xa;
+    size_t *next_copy = cs->next;
+    memset(next_copy, 0, (size_t)n * sizeof(size_t));
+    tp_status_t s = TP_OK;
+    for (int p = 0; p < n && s == TP_OK; p++) {
+        if (p == me || (only >= 0 && p != only)) continue;
+        size_t parts = parts_of(len[p], pb);
+        for (size_t k = 0; k < parts && k < COLL_WINDOW && s == TP_OK; k++) {
+            size_t off = k * pb, l = len[p] - off < pb ? len[p] - off : pb;
+            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, 0, coll_slot(c, p, (int)k), l, (uint32_t)k, pb);
+            s = coll_post(c, rx[p * COLL_WINDOW + k]);
+        }
+        if (s == TP_OK) s = coll_post(c, sx[p] = coll_xfer(c, p, 1, 0, buf[p], len[p], 0, pb));
+    }
+    for (int busy = 1; busy && s == TP_OK;) {
+        busy = 0;
+        for (int p = 0; p < n; p++) {
+            if (p == me || (only >= 0 && p != only)) continue;
+            size_t parts = parts_of(len[p], pb);
+            while (next_copy[p] < parts) {
+                size_t k = next_copy[p], off = k * pb, l = len[p] - off < pb ? len[p] - off : pb;
+                tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
+                if (!x->complete || (!sx[p]->complete && sx[p]->done < off + l)) break;
+                memcpy((char *)buf[p] + off, x->buf, l);
+                next_copy[p]++;
+                if (k + COLL_WINDOW < parts) { /* reuse the slot for the part after the window */
+                    size_t k2 = k + COLL_WINDOW, off2 = k2 * pb, l2 = len[p] - off2 < pb ? len[p] - off2 : pb;
+                    tp_xfer_t keep = *x;
+                    memset(x, 0, sizeof(*x));
+                    x->peer = keep.peer;
+                    memcpy(x->header, keep.header, sizeof(x->header));
+                    x->buf = keep.buf;
+                    x->len = l2;
+                    x->part_bytes = pb;
+                    x->first_part = (uint32_t)k2;
+                    if ((s = coll_post(c, x)) != TP_OK) break;
+                }
+            }
+            busy |= next_copy[p] < parts || !sx[p]->complete;
+        }
+        if (busy && s == TP_OK) s = coll_progress(c);
+    }
+    return s;
+}
+
+tp_status_t coll_pairwise(coll_call_t *c, int only, void *const *sbuf, const size_t *slen, void *const *rbuf,
+                          const size_t *rlen, int in_place)
+{
+    if (in_place) return pairwise_in_place(c, only, sbuf, slen);
+    tp_status_t s = TP_OK;
+    for (int p = 0; p < c->comm->size && s == TP_OK; p++) {
+        if (p == c->comm->rank || (only >= 0 && p != only)) continue;
+        s = coll_post(c, coll_xfer(c, p, 0, 0, rbuf[p], rlen[p], 0, 0));
+        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, sbuf[p], slen[p], 0, 0));
+    }
+    return s == TP_OK ? coll_wait_all(c) : s;
+}

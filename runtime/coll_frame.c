@@ -1,0 +1,146 @@
+/* coll_frame.c: frame headers, packed little-endian, and the check that refuses what does not belong. */
+#include "coll_frame.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { OFF_MAGIC = 0, OFF_COLL = 4, OFF_DTYPE = 5, OFF_OP = 6, OFF_STEP = 7, OFF_COMM = 8, OFF_ROOT = 12,
+       OFF_SEQ = 16, OFF_COUNT = 24, OFF_PART = 32, OFF_BYTES = 36 };
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+const char *tp_coll_name(tp_coll_kind_t coll)
+{
+    static const char *const names[] = {"?", "barrier", "broadcast", "all_gather", "all_gatherv", "all_reduce",
+                                        "reduce_scatter", "all_to_all", "send", "exchange", "comm_split"};
+    return (int)coll >= 1 && coll <= TP_COLL_KIND_MAX ? names[coll] : "unknown";
+}
+
+const char *tp_dtype_name(tp_dtype_t dtype)
+{
+    static const char *const names[] = {"bytes", "f32", "f64", "bf16", "f16", "i32", "i64"};
+    return (int)dtype >= 0 && dtype <= TP_I64 ? names[dtype] : "unknown";
+}
+
+const char *tp_op_name(tp_op_t op)
+{
+    static const char *const names[] = {"sum", "max", "min"};
+    return (int)op >= 0 && op <= TP_MIN ? names[op] : "unknown";
+}
+
+void tp_frame_pack(uint8_t h[TP_FRAME_HEADER_BYTES], const tp_frame_id_t *id, uint8_t step)
+{
+    memset(h, 0, TP_FRAME_HEADER_BYTES);
+    put32(h + OFF_MAGIC, TP_FRAME_MAGIC);
+    h[OFF_COLL] = (uint8_t)id->coll;
+    h[OFF_DTYPE] = (uint8_t)id->dtype;
+    h[OFF_OP] = (uint8_t)id->op;
+    h[OFF_STEP] = step;
+    put32(h + OFF_COMM, id->comm_id);
+    put32(h + OFF_ROOT, (uint32_t)id->root);
+    put64(h + OFF_SEQ, id->seq);
+    put64(h + OFF_COUNT, id->count);
+}
+
+void tp_frame_unpack(const uint8_t h[TP_FRAME_HEADER_BYTES], tp_frame_id_t *id, uint8_t *step, uint32_t *part,
+                     uint32_t *bytes)
+{
+    id->coll = (tp_coll_kind_t)h[OFF_COLL];
+    id->dtype = (tp_dtype_t)h[OFF_DTYPE];
+    id->op = (tp_op_t)h[OFF_OP];
+    id->comm_id = get32(h + OFF_COMM);
+    id->root = (int32_t)get32(h + OFF_ROOT);
+    id->seq = get64(h + OFF_SEQ);
+    id->count = get64(h + OFF_COUNT);
+    if (step) *step = h[OFF_STEP];
+    if (part) *part = get32(h + OFF_PART);
+    if (bytes) *bytes = get32(h + OFF_BYTES);
+}
+
+void tp_frame_set_part(uint8_t h[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t bytes)
+{
+    put32(h + OFF_PART, part);
+    put32(h + OFF_BYTES, bytes);
+}
+
+uint32_t tp_frame_bytes(const uint8_t h[TP_FRAME_HEADER_BYTES]) { return get32(h + OFF_BYTES); }
+
+/* "all_reduce f32 count 1024" (with the root for the calls that have one). */
+static void describe(const tp_frame_id_t *id, char *out, size_t len)
+{
+    int n = snprintf(out, len, "%s %s", tp_coll_name(id->coll), tp_dtype_name(id->dtype));
+    if (id->coll == TP_COLL_ALL_REDUCE || id->coll == TP_COLL_REDUCE_SCATTER)
+        n += snprintf(out + n, len - (size_t)n, " %s", tp_op_name(id->op));
+    n += snprintf(out + n, len - (size_t)n, " count %" PRIu64, id->count);
+    if (id->coll == TP_COLL_BROADCAST) snprintf(out + n, len - (size_t)n, " root %d", (int)id->root);
+    if (id->coll == TP_COLL_ALL_GATHERV) snprintf(out + n, len - (size_t)n, " counts #%08x", (unsigned)id->root);
+}
+
+tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const uint8_t got[TP_FRAME_HEADER_BYTES],
+                           uint64_t max_bytes, int peer, int *matched)
+{
+    tp_frame_id_t e, g;
+    uint8_t estep, gstep;
+    uint32_t epart, gpart, ebytes, gbytes;
+    *matched = 0;
+    if (get32(got + OFF_MAGIC) != TP_FRAME_MAGIC) {
+        tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame with a bad magic 0x%08x: refused", peer,
+               get32(got + OFF_MAGIC));
+        return TP_ERR_PROTOCOL;
+    }
+    tp_frame_unpack(expected, &e, &estep, &epart, &ebytes);
+    tp_frame_unpack(got, &g, &gstep, &gpart, &gbytes);
+    if (gbytes > max_bytes) {
+        tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame of %" PRIu32 " bytes, over the part size %" PRIu64
+               ": refused", peer, gbytes, max_bytes);
+        return TP_ERR_PROTOCOL;
+    }
+    if (g.coll < 1 || g.coll > TP_COLL_KIND_MAX || (int)g.dtype < 0 || g.dtype > TP_I64 || (int)g.op < 0 ||
+        g.op > TP_MIN) {
+        tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame with an unknown collective %d, type %d or op %d: refused",
+               peer, (int)g.coll, (int)g.dtype, (int)g.op);
+        return TP_ERR_PROTOCOL;
+    }
+    if (g.comm_id != e.comm_id || g.seq != e.seq || g.coll != e.coll || g.dtype != e.dtype || g.op != e.op ||
+        g.count != e.count || g.root != e.root) {
+        char here[128], there[128];
+        describe(&e, here, sizeof(here));
+        describe(&g, there, sizeof(there));
+        if (g.comm_id != e.comm_id || g.seq != e.seq)
+            tp_log(TP_LOG_ERROR, "coll", "desync with rank %d on comm %" PRIu32 " call %" PRIu64
+                   ": %s here, comm %" PRIu32 " call %" PRIu64 " %s there", peer, e.comm_id, e.seq, here,
+                   g.comm_id, g.seq, there);
+        else
+            tp_log(TP_LOG_ERROR, "coll", "desync with rank %d on comm %" PRIu32 " call %" PRIu64
+                   ": %s here, %s there", peer, e.comm_id, e.seq, here, there);
+        return TP_ERR_DESYNC;
+    }
+    if (gstep != estep || gpart != epart) return TP_OK; /* another receive of this call: the caller matches */
+    *matched = 1;
+    if (gbytes != ebytes) {
+        tp_log(TP_LOG_ERROR, "coll", "rank %d sent %" PRIu32 " bytes for part %" PRIu32 " of %s call %" PRIu64
+               " where %" PRIu32 " belong: refused", peer, gbytes, gpart, tp_coll_name(e.coll), e.seq, ebytes);
+        return TP_ERR_PROTOCOL;
+    }
+    return TP_OK;
+}

@@ -1,0 +1,69 @@
+/* coll_internal.h: the collectives layer's per-comm state and the helpers its algorithms share. */
+#ifndef COLL_INTERNAL_H
+#define COLL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll_frame.h"
+#include "runtime_world.h"
+
+#define COLL_WINDOW 2            /* parts in flight per peer into scratch slots */
+#define COLL_SMALL_BYTES 65536   /* all_reduce: (size - 1) * bytes up to this goes in one round */
+#define COLL_XFERS_PER_PEER (COLL_WINDOW + 4)
+
+typedef struct coll_state {
+    tp_xfer_t *pool; /* transfers of the call in progress */
+    int pool_len, pool_used;
+    uint8_t *scratch; /* size * COLL_WINDOW slots of part_bytes, by comm rank; untouched until needed */
+    size_t slot_bytes;
+    uint64_t *send_seq, *recv_seq; /* point-to-point calls, by comm rank */
+    const void **srcs;             /* per-call tables, by comm rank */
+    const uint8_t **pieces;
+    void **sbuf, **rbuf; /* the callers' tables for coll_pairwise */
+    size_t *slen, *rlen;
+    tp_xfer_t **xa, **xb;
+    size_t *next;
+    tp_status_t failed; /* sticky: a comm that failed a call fails the next ones alike */
+    int from_split;
+} coll_state_t;
+
+typedef struct coll_call {
+    tp_comm_t *comm;
+    coll_state_t *cs;
+    tp_frame_id_t id;
+    size_t part_bytes;
+} coll_call_t;
+
+/* Starts a call: identity, sequence number, empty pool. */
+void coll_begin(coll_call_t *c, tp_comm_t *comm, tp_coll_kind_t coll, tp_dtype_t dtype, tp_op_t op, uint64_t count,
+                int root);
+/* A transfer to or from comm rank peer (send: all of buf ready unless the caller lowers ready). */
+tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len,
+                     uint32_t first_part, size_t part_bytes);
+tp_status_t coll_post(coll_call_t *c, tp_xfer_t *x);
+/* Waits for the transports to move something. */
+tp_status_t coll_progress(coll_call_t *c);
+/* Waits until every transfer of the call is complete. */
+tp_status_t coll_wait_all(coll_call_t *c);
+/* Ends a failed call: drops its transfers and makes the comm fail alike from now on. */
+tp_status_t coll_fail(coll_call_t *c, tp_status_t s);
+uint8_t *coll_slot(coll_call_t *c, int peer, int k);
+
+/*
+ * Every peer p != me at once (or only peer `only` when it is >= 0): sends slen[p] bytes from sbuf[p] and receives
+ * rlen[p] bytes into rbuf[p]. With in_place, rbuf[p] == sbuf[p] and received parts wait in scratch until the
+ * same part has gone out.
+ */
+tp_status_t coll_pairwise(coll_call_t *c, int only, void *const *sbuf, const size_t *slen, void *const *rbuf,
+                          const size_t *rlen, int in_place);
+
+/* Algorithms (called with validated arguments, size > 1). */
+tp_status_t coll_barrier(coll_call_t *c);
+tp_status_t coll_broadcast(coll_call_t *c, void *buf, size_t bytes, int root);
+tp_status_t coll_all_reduce(coll_call_t *c, const void *send, void *recv, size_t count);
+tp_status_t coll_reduce_scatter(coll_call_t *c, const void *send, void *recv, size_t count);
+
+int coll_overlap(const void *a, size_t alen, const void *b, size_t blen);
+
+#endif

@@ -1,0 +1,170 @@
+/* coll_reduce.c: rank-order reductions; blocks of elements keep an accumulator so dst may alias a source. */
+#include "coll_reduce.h"
+
+#include <string.h>
+
+#define BLOCK 256
+
+float tp_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t tp_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float tp_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        u = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+        u = sign;
+    } else { /* subnormal: normalize */
+        int e = -1;
+        do {
+            e++;
+            man <<= 1;
+        } while ((man & 0x400u) == 0);
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t tp_f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to or beyond 65520: infinity */
+    if (a < 0x38800000u) {                                    /* below the smallest normal: subnormal or zero */
+        if (a < 0x33000000u) return sign;                     /* under half the smallest subnormal */
+        uint32_t exp = a >> 23, man = (a & 0x7fffffu) | 0x800000u;
+        unsigned shift = 126u - exp; /* 14..24 */
+        uint32_t q = man >> shift, rem = man & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op)
+{
+    return dtype >= TP_F32 && dtype <= TP_I64 && (op == TP_SUM || op == TP_MAX || op == TP_MIN);
+}
+
+/* NaN propagates: a NaN accumulator stays, a NaN operand replaces it. */
+#define FOLD_FLOAT(acc, x, op)                                                                                     \
+    do {                                                                                                           \
+        if ((op) == TP_SUM) (acc) += (x);                                                                          \
+        else if ((op) == TP_MAX) { if ((x) > (acc) || (x) != (x)) (acc) = (x); }                                   \
+        else { if ((x) < (acc) || (x) != (x)) (acc) = (x); }                                                       \
+    } while (0)
+
+static void reduce_f32(tp_op_t op, float *dst, const void *const *srcs, int n, size_t count)
+{
+    float acc[BLOCK];
+    for (size_t b = 0; b < count; b += BLOCK) {
+        size_t m = count - b < BLOCK ? count - b : BLOCK;
+        memcpy(acc, (const float *)srcs[0] + b, m * 4);
+        for (int s = 1; s < n; s++) {
+            const float *x = (const float *)srcs[s] + b;
+            if (op == TP_SUM) {
+                for (size_t i = 0; i < m; i++) acc[i] += x[i];
+            } else {
+                for (size_t i = 0; i < m; i++) FOLD_FLOAT(acc[i], x[i], op);
+            }
+        }
+        memcpy(dst + b, acc, m * 4);
+    }
+}
+
+static void reduce_f64(tp_op_t op, double *dst, const void *const *srcs, int n, size_t count)
+{
+    double acc[BLOCK];
+    for (size_t b = 0; b < count; b += BLOCK) {
+        size_t m = count - b < BLOCK ? count - b : BLOCK;
+        memcpy(acc, (const double *)srcs[0] + b, m * 8);
+        for (int s = 1; s < n; s++) {
+            const double *x = (const double *)srcs[s] + b;
+            if (op == TP_SUM) {
+                for (size_t i = 0; i < m; i++) acc[i] += x[i];
+            } else {
+                for (size_t i = 0; i < m; i++) FOLD_FLOAT(acc[i], x[i], op);
+            }
+        }
+        memcpy(dst + b, acc, m * 8);
+    }
+}
+
+/* bf16 and f16: accumulate in f32, round once. */
+static void reduce_half(tp_dtype_t dtype, tp_op_t op, uint16_t *dst, const void *const *srcs, int n, size_t count)
+{
+    float acc[BLOCK];
+    float (*load)(uint16_t) = dtype == TP_BF16 ? tp_bf16_to_f32 : tp_f16_to_f32;
+    uint16_t (*store)(float) = dtype == TP_BF16 ? tp_f32_to_bf16 : tp_f32_to_f16;
+    for (size_t b = 0; b < count; b += BLOCK) {
+        size_t m = count - b < BLOCK ? count - b : BLOCK;
+        const uint16_t *x0 = (const uint16_t *)srcs[0] + b;
+        for (size_t i = 0; i < m; i++) acc[i] = load(x0[i]);
+        for (int s = 1; s < n; s++) {
+            const uint16_t *x = (const uint16_t *)srcs[s] + b;
+            for (size_t i = 0; i < m; i++) {
+                float v = load(x[i]);
+                FOLD_FLOAT(acc[i], v, op);
+            }
+        }
+        for (size_t i = 0; i < m; i++) dst[b + i] = store(acc[i]);
+    }
+}
+
+/* Integers: sums wrap (computed unsigned), max and min compare signed. */
+#define REDUCE_INT(name, T, UT)                                                                                    \
+    static void name(tp_op_t op, T *dst, const void *const *srcs, int n, size_t count)                             \
+    {                                                                                                              \
+        T acc[BLOCK];                                                                                              \
+        for (size_t b = 0; b < count; b += BLOCK) {                                                                \
+            size_t m = count - b < BLOCK ? count - b : BLOCK;                                                      \
+            memcpy(acc, (const T *)srcs[0] + b, m * sizeof(T));                                                   \
+            for (int s = 1; s < n; s++) {                                                                          \
+                const T *x = (const T *)srcs[s] + b;                                                               \
+                for (size_t i = 0; i < m; i++) {                                                                   \
+                    if (op == TP_SUM) acc[i] = (T)((UT)acc[i] + (UT)x[i]);                                         \
+                    else if (op == TP_MAX) acc[i] = x[i] > acc[i] ? x[i] : acc[i];                                 \
+                    else acc[i] = x[i] < acc[i] ? x[i] : acc[i];                                                   \
+                }                                                                                                  \
+            }                                                                                                      \
+            memcpy(dst + b, acc, m * sizeof(T));                                                                   \
+        }                                                                                                          \
+    }
+REDUCE_INT(reduce_i32, int32_t, uint32_t)
+REDUCE_INT(reduce_i64, int64_t, uint64_t)
+
+void tp_reduce_n(tp_dtype_t dtype, tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)
+{
+    switch (dtype) {
+    case TP_F32: reduce_f32(op, dst, srcs, n, count); break;
+    case TP_F64: reduce_f64(op, dst, srcs, n, count); break;
+    case TP_BF16:
+    case TP_F16: reduce_half(dtype, op, dst, srcs, n, count); break;
+    case TP_I32: reduce_i32(op, dst, srcs, n, count); break;
+    case TP_I64: reduce_i64(op, dst, srcs, n, count); break;
+    case TP_BYTES: break;
+    }
+}

@@ -1,0 +1,23 @@
+/* runtime_transports.h: the ordered transport array, TP_TRANSPORTS filtering and per-peer selection. */
+#ifndef RUNTIME_TRANSPORTS_H
+#define RUNTIME_TRANSPORTS_H
+
+#include "runtime_world.h"
+
+#define TP_TRANSPORTS_MAX 8
+
+/*
+ * Parses a TP_TRANSPORTS value against the known names: "" keeps all in array order, "a,b" keeps those in that
+ * order, "^a" drops a. Writes indices into order; unknown names are listed in unknown (comma-separated).
+ */
+int tp_transports_parse(const char *spec, const char *const *names, int n, int *order, char *unknown,
+                        size_t unknown_len);
+
+/* The data path the collectives use: each transfer goes through the transport chosen for its peer. */
+tp_status_t tp_transports_post(tp_world_t *world, tp_xfer_t *xfer);
+tp_status_t tp_transports_progress(tp_world_t *world, int wait);
+void tp_transports_cancel(tp_world_t *world);
+/* The name of the transport that reaches a world rank ("self" for this rank). */
+const char *tp_transports_name(const tp_world_t *world, int peer);
+
+#endif

@@ -1,0 +1,296 @@
+/* coll_check: every collective x type x size against a reference computed here the documented way, bit for bit. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tp.h>
+
+static int me, n, failures;
+static size_t part;
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+/* Values whose sums depend on the order: wide exponents, mixed signs, and 1e8 / 1 / -1e8 runs. */
+static void fill(tp_dtype_t t, void *buf, size_t count, int rank, uint64_t seed)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint64_t h = mix(seed * 1000003u + (uint64_t)rank * 7919u + i);
+        switch (t) {
+        case TP_BYTES: ((uint8_t *)buf)[i] = (uint8_t)h; break;
+        case TP_I32: ((int32_t *)buf)[i] = (int32_t)h; break;
+        case TP_I64: ((int64_t *)buf)[i] = (int64_t)h; break;
+        case TP_F32: {
+            static const float runs[3] = {1e8f, 1.0f, -1e8f};
+            uint32_t u = (uint32_t)(h & 0x807fffffu) | (uint32_t)(103 + (h >> 40) % 48) << 23;
+            float f;
+            memcpy(&f, &u, 4);
+            ((float *)buf)[i] = i % 4 == 0 ? runs[(rank + i / 4) % 3] : f;
+            break;
+        }
+        case TP_F64: {
+            uint64_t u = (h & 0x800fffffffffffffull) | (uint64_t)(1023 - 60 + (h >> 40) % 120) << 52;
+            double d;
+            memcpy(&d, &u, 8);
+            ((double *)buf)[i] = i % 4 == 0 ? (rank % 2 ? -1e17 : 1e17) + (double)rank : d;
+            break;
+        }
+        case TP_BF16: ((uint16_t *)buf)[i] = (uint16_t)((h & 0x807fu) | (uint32_t)(112 + (h >> 40) % 32) << 7); break;
+        case TP_F16: ((uint16_t *)buf)[i] = (uint16_t)((h & 0x83ffu) | (uint32_t)(5 + (h >> 40) % 20) << 10); break;
+        }
+    }
+}
+
+static float ref_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Nearest bf16 by comparing distances in double: an independent way to round, ties to even. */
+static uint16_t ref_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    double dl = (double)f - (double)ref_bf16_to_f32(lo), dh = (double)ref_bf16_to_f32(hi) - (double)f;
+    if (dl < 0) dl = -dl;
+    if (dh < 0) dh = -dh;
+    if (dl < dh || (dl == dh && (lo & 1) == 0)) return lo;
+    return hi;
+}
+
+static float ref_f16_to_f32(uint16_t h)
+{
+    _Float16 x;
+    memcpy(&x, &h, 2);
+    return (float)x;
+}
+
+static uint16_t ref_f32_to_f16(float f)
+{
+    _Float16 x = (_Float16)f;
+    uint16_t h;
+    memcpy(&h, &x, 2);
+    return h;
+}
+
+static size_t esize(tp_dtype_t t) { return tp_dtype_size(t); }
+
+/* out[i] = fold over ranks 0..n-1 of input(rank)[offset + i], as tp.h documents. */
+static void reference(tp_dtype_t t, tp_op_t op, void *out, size_t count, size_t offset, uint64_t seed, size_t full)
+{
+    size_t es = esize(t);
+    uint8_t *in = malloc(full * es + 1);
+    for (int r = 0; r < n; r++) {
+        fill(t, in, full, r, seed);
+        for (size_t i = 0; i < count; i++) {
+            size_t k = offset + i;
+#define FOLD(T, acc, x)                                                                                            \
+    do {                                                                                                           \
+        if (r == 0) acc = x;                                                                                       \
+        else if (op == TP_SUM) acc = (T)(acc + x);                                                                 \
+        else if (op == TP_MAX) acc = x > acc ? x : acc;                                                            \
+        else acc = x < acc ? x : acc;                                                                              \
+    } while (0)
+            switch (t) {
+            case TP_F32: FOLD(float, ((float *)out)[i], ((float *)in)[k]); break;
+            case TP_F64: FOLD(double, ((double *)out)[i], ((double *)in)[k]); break;
+            case TP_I32: {
+                int32_t *o = out, x = ((int32_t *)in)[k];
+                if (r == 0) o[i] = x;
+                else if (op == TP_SUM) o[i] = (int32_t)((uint32_t)o[i] + (uint32_t)x);
+                else FOLD(int32_t, o[i], x);
+                break;
+            }
+            case TP_I64: {
+                int64_t *o = out, x = ((int64_t *)in)[k];
+                if (r == 0) o[i] = x;
+                else if (op == TP_SUM) o[i] = (int64_t)((uint64_t)o[i] + (uint64_t)x);
+                else FOLD(int64_t, o[i], x);
+                break;
+            }
+            case TP_BF16:
+            case TP_F16: { /* the f32 accumulator lives in the upper scratch (float per element) */
+                float *acc = (float *)((uint8_t *)out + count * 2 + 8) + i, x;
+                x = t == TP_BF16 ? ref_bf16_to_f32(((uint16_t *)in)[k]) : ref_f16_to_f32(((uint16_t *)in)[k]);
+                FOLD(float, *acc, x);
+                if (r == n - 1) ((uint16_t *)out)[i] = t == TP_BF16 ? ref_f32_to_bf16(*acc) : ref_f32_to_f16(*acc);
+                break;
+            }
+            case TP_BYTES: break;
+            }
+        }
+    }
+    free(in);
+}
+
+static void check(const char *what, tp_dtype_t t, size_t count, tp_status_t s, const void *got, const void *want,
+                  size_t bytes)
+{
+    if (s != TP_OK) {
+        printf("rank %d: FAIL %s type %d count %zu: %s (%s)\n", me, what, (int)t, count, tp_status_string(s),
+               tp_last_error());
+        failures++;
+        return;
+    }
+    if (bytes > 0 && memcmp(got, want, bytes) != 0) {
+        size_t i = 0;
+        while (((const uint8_t *)got)[i] == ((const uint8_t *)want)[i]) i++;
+        printf("rank %d: FAIL %s type %d count %zu: byte %zu differs (%02x, want %02x)\n", me, what, (int)t, count,
+               i, ((const uint8_t *)got)[i], ((const uint8_t *)want)[i]);
+        failures++;
+    }
+}
+
+/* A buffer at an odd address when asked (unaligned calls must work). */
+static void *odd_alloc(size_t bytes, int odd, void **base)
+{
+    *base = malloc(bytes + 16);
+    return (uint8_t *)*base + (odd ? 1 : 0);
+}
+
+
+static uint64_t call_seed;
+
+/* all_reduce and reduce_scatter: out of place and in place, every op. */
+static void check_reductions(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
+{
+    size_t es = esize(t), bytes = count * es;
+    void *b1, *b2, *b3;
+    uint8_t *send = odd_alloc((size_t)n * bytes, odd, &b1), *recv = odd_alloc((size_t)n * bytes, odd, &b2);
+    uint8_t *want = odd_alloc((size_t)n * count * 12 + 16, 0, &b3);
+    for (int op = TP_SUM; op <= TP_MIN; op++) {
+        uint64_t seed = ++call_seed;
+        fill(t, send, count, me, seed);
+        reference(t, (tp_op_t)op, want, count, 0, seed, count);
+        check("all_reduce", t, count, tp_all_reduce(w, send, recv, count, t, (tp_op_t)op, NULL), recv, want, bytes);
+        check("all_reduce in place", t, count, tp_all_reduce(w, send, send, count, t, (tp_op_t)op, NULL), send, want,
+              bytes);
+    }
+    uint64_t seed = ++call_seed;
+    fill(t, send, (size_t)n * count, me, seed);
+    reference(t, TP_SUM, want, count, (size_t)me * count, seed, (size_t)n * count);
+    check("reduce_scatter", t, count, tp_reduce_scatter(w, send, recv, count, t, TP_SUM, NULL), recv, want, bytes);
+    uint8_t *mine = send + (size_t)me * bytes;
+    check("reduce_scatter in place", t, count, tp_reduce_scatter(w, send, mine, count, t, TP_SUM, NULL), mine, want,
+          bytes);
+    if (t == TP_F32 && n > 1 && count > 0) { /* reductions of bytes are refused, here and everywhere */
+        tp_status_t s = tp_all_reduce(w, send, recv, count, TP_BYTES, TP_SUM, NULL);
+        if (s != TP_ERR_INVALID) {
+            printf("rank %d: FAIL all_reduce of TP_BYTES gave %s\n", me, tp_status_string(s));
+            failures++;
+        }
+    }
+    free(b1);
+    free(b2);
+    free(b3);
+}
+
+/* Data movement: the expected bytes are every rank's generated input, placed as each call documents. */
+static void check_movement(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
+{
+    size_t es = esize(t), bytes = count * es, total = (size_t)n * bytes + (size_t)n * (size_t)n * 3 * es;
+    void *b1, *b2, *b3;
+    uint8_t *send = odd_alloc(total, odd, &b1), *recv = odd_alloc(total, odd, &b2), *want = odd_alloc(total, 0, &b3);
+    uint64_t seed = ++call_seed;
+    /* all_gather */
+    for (int r = 0; r < n; r++) fill(t, want + (size_t)r * bytes, count, r, seed);
+    fill(t, send, count, me, seed);
+    check("all_gather", t, count, tp_all_gather(w, send, recv, count, t, NULL), recv, want, (size_t)n * bytes);
+    memset(recv, 0xee, (size_t)n * bytes);
+    fill(t, recv + (size_t)me * bytes, count, me, seed);
+    check("all_gather in place", t, count, tp_all_gather(w, recv + (size_t)me * bytes, recv, count, t, NULL), recv,
+          want, (size_t)n * bytes);
+    /* all_gatherv: rank 1 gives nothing, the others count + 3r */
+    size_t counts[64], off = 0;
+    for (int r = 0; r < n; r++) counts[r] = r == 1 ? 0 : count + 3 * (size_t)r;
+    for (int r = 0; r < n; r++) {
+        fill(t, want + off * es, counts[r], r, seed);
+        off += counts[r];
+    }
+    fill(t, send, counts[me], me, seed);
+    check("all_gatherv", t, count, tp_all_gatherv(w, send, recv, counts, t, NULL), recv, want, off * es);
+    /* broadcast from a root that moves with the seed */
+    int root = (int)(seed % (uint64_t)n);
+    fill(t, want, count, root, seed);
+    fill(t, recv, count, me, seed);
+    check("broadcast", t, count, tp_broadcast(w, recv, count, t, root, NULL), recv, want, bytes);
+    /* all_to_all: slot p of rank r's input is fill(rank r, seed + p) */
+    for (int p = 0; p < n; p++) fill(t, send + (size_t)p * bytes, count, me, seed * 131 + (uint64_t)p);
+    for (int r = 0; r < n; r++) fill(t, want + (size_t)r * bytes, count, r, seed * 131 + (uint64_t)me);
+    check("all_to_all", t, count, tp_all_to_all(w, send, recv, count, t, NULL), recv, want, (size_t)n * bytes);
+    check("all_to_all in place", t, count, tp_all_to_all(w, send, send, count, t, NULL), send, want,
+          (size_t)n * bytes);
+    /* exchange and send/recv with the partner rank^1 (itself when it has none) */
+    int peer = (me ^ 1) < n ? (me ^ 1) : me;
+    fill(t, send, count, me, seed + 7);
+    fill(t, want, count, peer, seed + 7);
+    check("exchange", t, count, tp_exchange(w, send, recv, count, t, peer, NULL), recv, want, bytes);
+    check("exchange in place", t, count, tp_exchange(w, send, send, count, t, peer, NULL), send, want, bytes);
+    if (peer != me) {
+        fill(t, send, count, me, seed + 9);
+        fill(t, want, count, peer, seed + 9);
+        tp_status_t s1, s2;
+        if (me < peer) {
+            s1 = tp_send(w, send, count, t, peer, NULL);
+            s2 = tp_recv(w, recv, count, t, peer, NULL);
+        } else {
+            s2 = tp_recv(w, recv, count, t, peer, NULL);
+            s1 = tp_send(w, send, count, t, peer, NULL);
+        }
+        check("send", t, count, s1, NULL, NULL, 0);
+        check("recv", t, count, s2, recv, want, bytes);
+    }
+    check("barrier", t, count, tp_barrier(w), NULL, NULL, 0);
+    free(b1);
+    free(b2);
+    free(b3);
+}
+
+static void run_all(tp_comm_t *w, int big)
+{
+    static const tp_dtype_t types[] = {TP_BYTES, TP_F32, TP_F64, TP_BF16, TP_F16, TP_I32, TP_I64};
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        tp_dtype_t t = types[ti];
+        size_t es = esize(t);
+        size_t sizes[] = {0, 1, 7, 4096 / es, (part - 1) / es, (part + 1) / es + 1, 3 * part / es + 5,
+                          (size_t)n * 3 * part / es + 3};
+        size_t nsizes = sizeof(sizes) / sizeof(sizes[0]) - (big ? 0 : 1);
+        for (size_t si = 0; si < nsizes; si++) {
+            int odd = (int)(si % 2);
+            if (t != TP_BYTES) check_reductions(w, t, sizes[si], odd);
+            if (t == TP_BYTES || t == TP_F32 || t == TP_BF16 || t == TP_I64 || big) check_movement(w, t, sizes[si], odd);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    tp_comm_t *w;
+    tp_status_t s = tp_init(NULL, &w);
+    if (s != TP_OK) {
+        fprintf(stderr, "coll_check: tp_init: %s\n", tp_status_string(s));
+        return 1;
+    }
+    me = tp_comm_rank(w);
+    n = tp_comm_size(w);
+    const char *pb = tp_comm_setting(w, "part_bytes");
+    part = pb ? strtoull(pb, NULL, 10) : 4194304;
+    int big = argc > 1 && strcmp(argv[1], "--big") == 0;
+    run_all(w, big);
+    tp_status_t bs = tp_barrier(w);
+    if (bs != TP_OK) failures++;
+    if (me == 0) printf("coll_check: %d ranks, part %zu bytes: %s\n", n, part, failures ? "FAILED" : "all match");
+    tp_finalize(w);
+    return failures ? 1 : 0;
+}

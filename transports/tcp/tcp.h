@@ -1,0 +1,46 @@
+/* tcp.h: the TCP transport's private state (one full mesh of authenticated, non-blocking connections). */
+#ifndef TCP_H
+#define TCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tp_provider.h"
+
+#define TCP_RX_BYTES 65536     /* per-connection receive buffer: headers and small payloads land here */
+#define TCP_DIRECT_MIN 4096    /* a payload remainder at least this large is read straight into its buffer */
+#define TCP_IOV_MAX 64         /* iovecs per sendmsg: several small frames go in one system call */
+
+typedef struct tcp_conn {
+    int fd; /* -1: not connected to this rank */
+    int peer;
+    tp_status_t broken; /* TP_OK, or why this connection is not used again */
+    tp_xfer_t *send_head, *send_tail;
+    tp_xfer_t *recv_head, *recv_tail; /* posted receives, matched by header */
+    uint8_t *rx;
+    size_t rx_start, rx_end;
+    tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
+    size_t rx_left;    /* payload bytes of the current frame still to come */
+    int held;          /* a whole header waits at rx_start for a receive that matches it */
+} tcp_conn_t;
+
+typedef struct tcp_state {
+    tp_transport_env_t env;
+    uint8_t job_key[TP_JOB_KEY_BYTES];
+    char advertise_ip[64];
+    int listen_fd;
+    tcp_conn_t *conns; /* by world rank */
+    int size;
+    struct pollfd *pfds;
+    int *pfd_conn;
+} tcp_state_t;
+
+extern const tp_transport_ops_t tp_tcp_ops;
+
+/* tcp_progress.c */
+tp_status_t tcp_post(void *state, tp_xfer_t *x);
+tp_status_t tcp_progress(void *state, int wait);
+void tcp_cancel(void *state);
+void tcp_conn_fail(tcp_state_t *st, tcp_conn_t *c, tp_status_t why, const char *reason);
+
+#endif

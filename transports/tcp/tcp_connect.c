@@ -1,0 +1,274 @@
+/* tcp_connect.c: the listener, the full mesh (each rank dials lower ranks, accepts higher ones) and close. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tcp.h"
+
+#define TCP_PENDING_MAX 64 /* unauthenticated connections held at once; older strays make room */
+
+static int is_loopback_host(const char *host)
+{
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
+}
+
+static tp_status_t tcp_open(const tp_transport_env_t *env, void **state, char *address, size_t address_len)
+{
+    tcp_state_t *st = calloc(1, sizeof(*st));
+    if (st == NULL) return TP_ERR_NO_MEMORY;
+    st->env = *env;
+    memcpy(st->job_key, env->job_key, TP_JOB_KEY_BYTES);
+    st->env.job_key = st->job_key;
+    int loopback = env->boot_host == NULL || env->boot_host[0] == '\0' || is_loopback_host(env->boot_host);
+    snprintf(st->advertise_ip, sizeof(st->advertise_ip), "%s",
+             loopback || env->advertise_ip == NULL || env->advertise_ip[0] == '\0' ? "127.0.0.1" : env->advertise_ip);
+    st->env.advertise_ip = st->advertise_ip;
+    st->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (st->listen_fd < 0) goto err_sys;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(loopback ? INADDR_LOOPBACK : INADDR_ANY);
+    if (bind(st->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(st->listen_fd, 128) != 0) goto err_sys;
+    socklen_t sl = sizeof(sa);
+    if (getsockname(st->listen_fd, (struct sockaddr *)&sa, &sl) != 0) goto err_sys;
+    snprintf(address, address_len, "%s:%d", st->advertise_ip, ntohs(sa.sin_port));
+    tp_log(TP_LOG_DEBUG, "tcp", "listening for peers on %s", address);
+    *state = st;
+    return TP_OK;
+err_sys:
+    tp_log(TP_LOG_ERROR, "tcp", "cannot open a listening socket: %s", strerror(errno));
+    if (st->listen_fd >= 0) close(st->listen_fd);
+    free(st);
+    return TP_ERR_SYSTEM;
+}
+
+static int parse_address(const char *address, struct sockaddr_in *sa)
+{
+    char ip[64];
+    const char *colon = address != NULL ? strrchr(address, ':') : NULL;
+    if (colon == NULL || (size_t)(colon - address) >= sizeof(ip)) return -1;
+    memcpy(ip, address, (size_t)(colon - address));
+    ip[colon - address] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port <= 0 || port > 65535) return -1;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+static int tcp_can_reach(void *state, int peer, const char *address)
+{
+    struct sockaddr_in sa;
+    return address != NULL && parse_address(address, &sa) == 0;
+}
+
+/* Non-blocking, no Nagle, receive buffer: ready for the data path. */
+static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    tcp_conn_t *c = &st->conns[peer];
+    c->rx = malloc(TCP_RX_BYTES);
+    if (c->rx == NULL) return TP_ERR_NO_MEMORY;
+    c->fd = fd;
+    return TP_OK;
+}
+
+static tp_status_t dial(tcp_state_t *st, int peer, const char *address, int64_t deadline)
+{
+    struct sockaddr_in sa;
+    char name[96];
+    snprintf(name, sizeof(name), "rank %d (tcp %s)", peer, address);
+    if (parse_address(address, &sa) != 0) {
+        tp_log(TP_LOG_ERROR, "tcp", "%s: cannot parse the address", name);
+        return TP_ERR_BOOTSTRAP;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return TP_ERR_SYSTEM;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) goto err_refused;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int64_t left = (deadline - tp_now_ns()) / 1000000;
+    if (poll(&p, 1, left > 0 ? (int)left : 0) != 1) {
+        tp_log(TP_LOG_ERROR, "tcp", "%s: no connection within the %.0f s boot timeout", name,
+               st->env.connect_timeout_s);
+        close(fd);
+        return TP_ERR_BOOTSTRAP;
+    }
+    int err = 0;
+    socklen_t el = sizeof(err);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) {
+        errno = err;
+        goto err_refused;
+    }
+    tp_status_t s = tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank, deadline, name);
+    if (s != TP_OK) {
+        close(fd);
+        return s;
+    }
+    return conn_ready(st, peer, fd);
+err_refused:
+    tp_log(TP_LOG_ERROR, "tcp", "%s: cannot connect: %s", name, strerror(errno));
+    close(fd);
+    return TP_ERR_BOOTSTRAP;
+}
+
+typedef struct pending {
+    int fd;
+    tp_auth_accept_t auth;
+} pending_t;
+
+static void drop_pending(pending_t *p, int *n, int i)
+{
+    close(p[i].fd);
+    p[i] = p[--*n];
+}
+
+/* One authenticated client: keeps it if it claims a rank we still wait for, else refuses it by name. */
+static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int rank, int *missing)
+{
+    char from[96];
+    tp_sockaddr_string(fd, 1, from, sizeof(from));
+    if (rank <= st->env.rank || rank >= st->size || !use[rank] || st->conns[rank].fd >= 0) {
+        tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s claiming rank %d: %s", from, rank,
+               rank >= 0 && rank < st->size && st->conns[rank].fd >= 0 ? "that rank is already connected"
+                                                                    : "not a rank that dials this one");
+        close(fd);
+        return TP_OK;
+    }
+    tp_status_t s = conn_ready(st, rank, fd);
+    if (s == TP_OK) (*missing)--;
+    return s;
+}
+
+static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadline)
+{
+    int missing = 0;
+    for (int r = st->env.rank + 1; r < st->size; r++) missing += use[r] && st->conns[r].fd < 0;
+    pending_t pend[TCP_PENDING_MAX];
+    struct pollfd pfd[TCP_PENDING_MAX + 1];
+    int npend = 0;
+    tp_status_t s = TP_OK;
+    while (missing > 0) {
+        int64_t left = (deadline - tp_now_ns()) / 1000000;
+        if (left <= 0) {
+            char list[256] = "";
+            size_t off = 0;
+            for (int r = st->env.rank + 1; r < st->size && off < sizeof(list) - 12; r++)
+                if (use[r] && st->conns[r].fd < 0) off += (size_t)snprintf(list + off, sizeof(list) - off, " %d", r);
+            tp_log(TP_LOG_ERROR, "tcp", "ranks%s did not connect within the %.0f s boot timeout", list,
+                   st->env.connect_timeout_s);
+            s = TP_ERR_BOOTSTRAP;
+            break;
+        }
+        pfd[0] = (struct pollfd){.fd = st->listen_fd, .events = POLLIN};
+        for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+        int n = poll(pfd, (nfds_t)npend + 1, left > 1000 ? 1000 : (int)left);
+        if (n < 0 && errno != EINTR) {
+            s = TP_ERR_SYSTEM;
+            break;
+        }
+        for (int i = npend - 1; i >= 0; i--) {
+            if (pfd[i + 1].revents == 0) continue;
+            char why[160];
+            tp_auth_result_t r = tp_auth_accept_step(&pend[i].auth, pend[i].fd, st->job_key, TP_CONN_TCP, why,
+                                                     sizeof(why));
+            if (r == TP_AUTH_MORE) continue;
+            int fd = pend[i].fd, rank = pend[i].auth.rank;
+            pend[i] = pend[--npend];
+            if (r == TP_AUTH_REFUSED) {
+                char from[96];
+                tp_sockaddr_string(fd, 1, from, sizeof(from));
+                tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s: %s", from, why);
+                close(fd);
+                continue;
+            }
+            if ((s = admit(st, use, fd, rank, &missing)) != TP_OK) goto out;
+        }
+        if (pfd[0].revents & POLLIN) {
+            int fd = accept4(st->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0) continue;
+            if (npend == TCP_PENDING_MAX) drop_pending(pend, &npend, 0);
+            pend[npend].fd = fd;
+            tp_auth_accept_init(&pend[npend].auth);
+            npend++;
+        }
+    }
+out:
+    while (npend > 0) drop_pending(pend, &npend, npend - 1);
+    return s;
+}
+
+static tp_status_t tcp_connect(void *state, const int *use, const char *const *addresses)
+{
+    tcp_state_t *st = state;
+    tp_status_t s;
+    int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
+    for (int r = 0; r < st->env.rank; r++)
+        if (use[r] && (s = dial(st, r, addresses[r], deadline)) != TP_OK) return s;
+    if ((s = accept_higher(st, use, deadline)) != TP_OK) return s;
+    close(st->listen_fd); /* the mesh is complete: later connections are strays */
+    st->listen_fd = -1;
+    return TP_OK;
+}
+
+static void tcp_close(void *state)
+{
+    tcp_state_t *st = state;
+    if (st == NULL) return;
+    for (int r = 0; st->conns != NULL && r < st->size; r++) {
+        if (st->conns[r].fd >= 0) close(st->conns[r].fd);
+        free(st->conns[r].rx);
+    }
+    if (st->listen_fd >= 0) close(st->listen_fd);
+    free(st->conns);
+    free(st->pfds);
+    free(st->pfd_conn);
+    free(st);
+}
+
+/* The per-peer tables are sized when the world size is known. */
+static tp_status_t tcp_open_sized(const tp_transport_env_t *env, void **state, char *address, size_t len)
+{
+    tp_status_t s = tcp_open(env, state, address, len);
+    if (s != TP_OK) return s;
+    tcp_state_t *st = *state;
+    st->size = env->size;
+    st->conns = calloc((size_t)env->size, sizeof(*st->conns));
+    st->pfds = calloc((size_t)env->size, sizeof(*st->pfds));
+    st->pfd_conn = calloc((size_t)env->size, sizeof(*st->pfd_conn));
+    if (st->conns == NULL || st->pfds == NULL || st->pfd_conn == NULL) {
+        tcp_close(st);
+        *state = NULL;
+        return TP_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < env->size; r++) {
+        st->conns[r].fd = -1;
+        st->conns[r].peer = r;
+    }
+    return TP_OK;
+}
+
+const tp_transport_ops_t tp_tcp_ops = {
+    .abi_version = TP_TRANSPORT_ABI,
+    .ops_size = sizeof(tp_transport_ops_t),
+    .name = "tcp",
+    .open = tcp_open_sized,
+    .can_reach = tcp_can_reach,
+    .connect = tcp_connect,
+    .post = tcp_post,
+    .progress = tcp_progress,
+    .cancel = tcp_cancel,
+    .mem_register = tp_transport_unsupported_register,
+    .close = tcp_close,
+};
