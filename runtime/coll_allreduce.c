@@ -13,6 +13,8 @@ typedef struct slices {
     size_t base, rem, es, pe;
 } slices_t;
 
+#define COLL_REDUCE_CHUNK 16384 /* elements reduced at once while a part is still arriving */
+
 static size_t slice_count(const slices_t *sl, int j) { return sl->base + ((size_t)j < sl->rem); }
 static size_t slice_first(const slices_t *sl, int j)
 {
@@ -73,30 +75,39 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
             s = coll_post(c, gx[p]);
         }
     }
+    /* reduce each part as its bytes arrive from every rank, and let the reduced prefix go out at once */
+    size_t red = 0;
     for (size_t k = 0; k < parts && s == TP_OK;) {
-        int ready = 1;
-        for (int p = 0; p < n && ready; p++)
-            if (p != me && !rx[p * COLL_WINDOW + k % COLL_WINDOW]->complete) ready = 0;
-        if (!ready) {
+        size_t m = part_elems(mine, pe, k), have = m;
+        for (int p = 0; p < n; p++)
+            if (p != me) {
+                tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
+                size_t got = x->complete ? m : x->done / es;
+                if (got < have) have = got;
+            }
+        if (have < m && have - red < COLL_REDUCE_CHUNK) {
             s = coll_progress(c);
             continue;
         }
-        size_t m = part_elems(mine, pe, k);
         for (int p = 0; p < n; p++)
-            cs->srcs[p] = p == me ? pieces[me] + k * pbytes : coll_slot(c, p, (int)k);
-        tp_reduce_n(c->id.dtype, c->id.op, (uint8_t *)dst + k * pbytes, cs->srcs, n, m);
+            cs->srcs[p] = (p == me ? pieces[me] + k * pbytes : coll_slot(c, p, (int)k)) + red * es;
+        tp_reduce_n(c->id.dtype, c->id.op, (uint8_t *)dst + k * pbytes + red * es, cs->srcs, n, have - red);
+        red = have;
         for (int p = 0; p < n && gather; p++)
-            if (p != me) gx[p]->ready = k * pbytes + m * es;
-        if (k + COLL_WINDOW < parts) {
-            for (int p = 0; p < n && s == TP_OK; p++) {
-                if (p == me) continue;
-                tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
+            if (p != me) gx[p]->ready = k * pbytes + red * es;
+        if (red < m) continue;
+        for (int p = 0; p < n && s == TP_OK; p++) { /* part k is reduced: its slot may take part k + window */
+            if (p == me) continue;
+            tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
+            if (!x->complete) s = coll_progress(c), p--;
+            else if (k + COLL_WINDOW < parts) {
                 size_t k2 = k + COLL_WINDOW;
                 x->len = part_elems(mine, pe, k2) * es;
                 x->first_part = (uint32_t)k2;
                 s = coll_post(c, x);
             }
         }
+        red = 0;
         k++;
     }
     return s == TP_OK ? coll_wait_all(c) : s;

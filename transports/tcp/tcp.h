@@ -9,6 +9,9 @@
 
 #define TCP_RX_BYTES 65536     /* per-connection receive buffer: headers and small payloads land here */
 #define TCP_DIRECT_MIN 4096    /* a payload remainder at least this large is read straight into its buffer */
+#ifndef TCP_SOCKBUF
+#define TCP_SOCKBUF 4194304 /* socket buffer bytes (0 keeps autotuning): a part fits in flight */
+#endif
 #define TCP_IOV_MAX 64         /* iovecs per sendmsg: several small frames go in one system call */
 
 typedef struct tcp_conn {

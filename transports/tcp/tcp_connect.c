@@ -76,6 +76,11 @@ static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+#if TCP_SOCKBUF > 0
+    int sb = TCP_SOCKBUF;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+#endif
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     tcp_conn_t *c = &st->conns[peer];
     c->rx = malloc(TCP_RX_BYTES);

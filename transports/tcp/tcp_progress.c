@@ -62,25 +62,34 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
     return TP_OK;
 }
 
-/* Whether the head transfer's current frame may go: started already, or all its payload produced. */
-static int sendable(const tp_xfer_t *x)
+/* Payload bytes of the current frame the caller has produced (a frame may start before all of it exists). */
+static size_t frame_ready(const tp_xfer_t *x, size_t base)
 {
-    size_t base = frame_base(x);
-    return x->frame_off > 0 || x->ready >= base + frame_len(x, base);
+    size_t fl = frame_len(x, base);
+    if (x->ready <= base) return 0;
+    return x->ready - base < fl ? x->ready - base : fl;
 }
 
-/* Gathers ready frames from the head of the send queue into iov (one frame per transfer); returns the count. */
+/* Whether the head transfer has bytes that may go now. */
+static int sendable(const tp_xfer_t *x)
+{
+    size_t base = frame_base(x), poff = x->frame_off > H ? x->frame_off - H : 0;
+    if (x->frame_off < H) return x->frame_off > 0 || frame_len(x, base) == 0 || frame_ready(x, base) > 0;
+    return frame_ready(x, base) > poff;
+}
+
+/* Gathers what may go from the head of the send queue into iov (one frame per transfer); returns the count. */
 static int send_iov(tcp_conn_t *c, struct iovec *iov)
 {
     int n = 0;
     for (tp_xfer_t *x = c->send_head; x != NULL && n + 2 <= TCP_IOV_MAX; x = x->next) {
         if (!sendable(x)) return n;
-        size_t base = frame_base(x), off = x->frame_off, fl = frame_len(x, base);
+        size_t base = frame_base(x), off = x->frame_off, fl = frame_len(x, base), fr = frame_ready(x, base);
         if (off == 0) frame_header(x, base, x->wire);
         if (off < H) iov[n++] = (struct iovec){x->wire + off, H - off};
         size_t poff = off > H ? off - H : 0;
-        if (fl > poff) iov[n++] = (struct iovec){(char *)x->buf + base + poff, fl - poff};
-        if (base + fl < x->len) return n; /* its next frame needs the header buffer again */
+        if (fr > poff) iov[n++] = (struct iovec){(char *)x->buf + base + poff, fr - poff};
+        if (fr < fl || base + fl < x->len) return n; /* the rest of this frame, or its next one, comes later */
     }
     return n;
 }
@@ -252,6 +261,7 @@ tp_status_t tcp_progress(void *state, int wait)
     if (s != TP_OK || moved || !wait || !busy) return s;
     int64_t spin_end = tp_now_ns() + (int64_t)st->env.spin_us * 1000;
     while (tp_now_ns() < spin_end) {
+        sched_yield(); /* a rank that shares its core lets the peer it waits for run */
         s = pump_all(st, &moved, &busy);
         if (s != TP_OK || moved || !busy) return s;
     }
