@@ -253,7 +253,9 @@ static const char *option_value(int argc, char **argv, int *i, const char *attac
 static tp_status_t parse_grace(const char *opt, const char *text, double *out, char *err, size_t err_len)
 {
     if (strcmp(text, "0") == 0) return *out = 0, TP_OK;
-    return tp_config_parse_seconds(opt, text, out, err, err_len);
+    if (tp_config_parse_seconds(opt, text, out, err, err_len) == TP_OK) return TP_OK;
+    snprintf(err, err_len, "%s: expected a number of seconds (0 kills at once), got \"%s\"", opt, text);
+    return TP_ERR_INVALID;
 }
 
 void tprun_plan_free(tprun_plan_t *plan)

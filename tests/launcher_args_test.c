@@ -1,0 +1,203 @@
+/* launcher_args_test.c: unit tests of tprun's command-line parsing and status messages (pure functions). */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tprun_args.h"
+#include "tprun_exit.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                          \
+    do {                                                                                                          \
+        if (!(cond)) {                                                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                              \
+            fprintf(stderr, __VA_ARGS__);                                                                         \
+            fputc('\n', stderr);                                                                                  \
+            failures++;                                                                                           \
+        }                                                                                                         \
+    } while (0)
+
+static char *const base_env[] = {"PATH=/usr/bin:/bin", "HOME=/root", NULL};
+
+/* Parses a command line given as one string (words split on spaces); returns the status, err and plan. */
+static tp_status_t parse(const char *line, char *const *envp, tprun_plan_t *plan, char *err, size_t len)
+{
+    static char buf[4096];
+    static char *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof(buf), "tprun %s", line);
+    for (char *save = NULL, *w = strtok_r(buf, " ", &save); w != NULL && argc < 63; w = strtok_r(NULL, " ", &save))
+        argv[argc++] = w;
+    argv[argc] = NULL;
+    err[0] = '\0';
+    return tprun_args_parse(argc, argv, envp ? envp : base_env, "vm.example.org", plan, err, len);
+}
+
+static void expect_error(const char *line, const char *message)
+{
+    tprun_plan_t plan;
+    char err[1024];
+    tp_status_t st = parse(line, NULL, &plan, err, sizeof(err));
+    CHECK(st != TP_OK, "\"%s\" was accepted", line);
+    CHECK(strcmp(err, message) == 0, "\"%s\": got \"%s\", expected \"%s\"", line, err, message);
+}
+
+static void test_good(void)
+{
+    tprun_plan_t plan;
+    char err[1024];
+    CHECK(parse("-n 4 true", NULL, &plan, err, sizeof(err)) == TP_OK, "%s", err);
+    CHECK(plan.np == 4 && plan.torch_env && plan.grace_s == 1 && plan.timeout_s == 0 && !plan.tag_output, "defaults");
+    CHECK(strcmp(plan.argv[0], "true") == 0 && plan.argv[1] == NULL, "argv");
+    CHECK(strstr(plan.program_path, "/true") != NULL, "resolved %s", plan.program_path);
+    tprun_plan_free(&plan);
+
+    CHECK(parse("--np=3 -n 5 --tag-output --timeout 2.5 --grace 0 --no-torch-env -x A=1 -x HOME -- true -n 9", NULL,
+                &plan, err, sizeof(err)) == TP_OK,
+          "%s", err);
+    CHECK(plan.np == 5, "last -n wins: %d", plan.np);
+    CHECK(plan.tag_output && plan.timeout_s == 2.5 && plan.grace_s == 0 && !plan.torch_env, "flags");
+    CHECK(plan.num_env_set == 2 && strcmp(plan.env_set[0], "A=1") == 0 && strcmp(plan.env_set[1], "HOME=/root") == 0,
+          "-x");
+    CHECK(strcmp(plan.argv[1], "-n") == 0 && strcmp(plan.argv[2], "9") == 0, "program arguments kept");
+    tprun_plan_free(&plan);
+
+    /* Hosts: slots add up, -n defaults to them; options after the program belong to it. */
+    CHECK(parse("-H localhost:2,127.0.0.3,vm -H vm.example.org:3 true --np x", NULL, &plan, err, sizeof(err)) == TP_OK,
+          "%s", err);
+    CHECK(plan.num_hosts == 4 && plan.total_slots == 7 && plan.np == 7, "hosts %zu slots %ld np %d", plan.num_hosts,
+          plan.total_slots, plan.np);
+    tprun_plan_free(&plan);
+
+    char *const env[] = {"PATH=/bin", "TP_TIMEOUT=7", "TP_KILL_GRACE=0.25", "TP_TORCH_ENV=off", NULL};
+    CHECK(parse("-n1 true", env, &plan, err, sizeof(err)) == TP_OK, "%s", err);
+    CHECK(plan.timeout_s == 7 && plan.grace_s == 0.25 && !plan.torch_env, "defaults from the environment");
+    tprun_plan_free(&plan);
+    CHECK(parse("-n1 --timeout 3 true", env, &plan, err, sizeof(err)) == TP_OK && plan.timeout_s == 3, "option wins");
+    tprun_plan_free(&plan);
+
+    CHECK(parse("--info", NULL, &plan, err, sizeof(err)) == TP_OK && plan.want_info, "--info needs no program");
+    tprun_plan_free(&plan);
+    CHECK(parse("-h", NULL, &plan, err, sizeof(err)) == TP_OK && plan.want_help, "-h");
+    tprun_plan_free(&plan);
+}
+
+static void test_hostfile(void)
+{
+    char path[] = "/tmp/launcher_args_testXXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "# hosts\nlocalhost slots=2\n\n  vm   # short name\n127.0.0.1 slots=3\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+    close(fd);
+    tprun_plan_t plan;
+    char err[1024], line[256];
+    snprintf(line, sizeof(line), "--hostfile %s -n 6 true", path);
+    CHECK(parse(line, NULL, &plan, err, sizeof(err)) == TP_OK, "%s", err);
+    CHECK(plan.num_hosts == 3 && plan.total_slots == 6, "hostfile hosts %zu slots %ld", plan.num_hosts,
+          plan.total_slots);
+    tprun_plan_free(&plan);
+    char msg[512];
+    snprintf(line, sizeof(line), "--hostfile %s -n 7 true", path);
+    expect_error(line, "-n 7 needs 7 slots, but -H/--hostfile give only 6");
+
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "localhost slots=2\nlocalhost cpus=4\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+    close(fd);
+    snprintf(line, sizeof(line), "--hostfile %s true", path);
+    snprintf(msg, sizeof(msg), "--hostfile %s: line 2: expected slots=N (a positive count), got \"cpus=4\"", path);
+    expect_error(line, msg);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    text = "# nothing\n";
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+    close(fd);
+    snprintf(msg, sizeof(msg), "--hostfile %s: no hosts in the file", path);
+    expect_error(line, msg);
+    unlink(path);
+    snprintf(msg, sizeof(msg), "--hostfile %s: No such file or directory", path);
+    expect_error(line, msg);
+}
+
+static void test_errors(void)
+{
+    expect_error("-n abc true", "-n: expected a positive integer (at most 65536), got \"abc\"");
+    expect_error("-n 0 true", "-n: expected a positive integer (at most 65536), got \"0\"");
+    expect_error("-n -3 true", "-n: expected a positive integer (at most 65536), got \"-3\"");
+    expect_error("-n 99999999999999999999 true",
+                 "-n: expected a positive integer (at most 65536), got \"99999999999999999999\"");
+    expect_error("--np=4x true", "--np: expected a positive integer (at most 65536), got \"4x\"");
+    expect_error("-n", "-n: missing value (expected a positive integer)");
+    expect_error("true", "-n: missing (give the number of ranks, e.g. -n 4)");
+    expect_error("-n 2", "missing the program to run (usage: tprun -n N [options] [--] program [args])");
+    expect_error("-n 2 --", "missing the program to run (usage: tprun -n N [options] [--] program [args])");
+    expect_error("-n 2 --bogus true", "unknown option \"--bogus\" (tprun --help lists the options)");
+    expect_error("-n 2 -q true", "unknown option \"-q\" (tprun --help lists the options)");
+    expect_error("-n 2 --tag-output=yes true", "--tag-output: takes no value, got \"yes\"");
+    expect_error("-n 2 --timeout 0 true", "--timeout: expected a positive number of seconds, got \"0\"");
+    expect_error("-n 2 --timeout soon true", "--timeout: expected a positive number of seconds, got \"soon\"");
+    expect_error("-n 2 --grace -1 true", "--grace: expected a number of seconds (0 kills at once), got \"-1\"");
+    expect_error("-n 2 -H localhost,b:2,c true",
+                 "host \"b\": remote hosts need the ssh launcher, which is not implemented yet");
+    expect_error("-n 2 -H 10.0.0.1 true",
+                 "host \"10.0.0.1\": remote hosts need the ssh launcher, which is not implemented yet");
+    expect_error("-n 2 -H localhost:0 true", "-H: host \"localhost\": expected a positive slot count, got \"0\"");
+    expect_error("-n 2 -H localhost,,vm true", "-H: empty host name in \"localhost,,vm\"");
+    expect_error("-n 3 -H localhost:2 true", "-n 3 needs 3 slots, but -H/--hostfile give only 2");
+    expect_error("-n 2 -x 1A=2 true", "-x: expected VAR or VAR=value with a variable name, got \"1A=2\"");
+    expect_error("-n 2 -x TP_RANK=3 true", "-x TP_RANK: tprun sets this variable for each rank; it cannot be overridden");
+    expect_error("-n 2 -x MASTER_PORT=3 true",
+                 "-x MASTER_PORT: tprun sets this variable for each rank; it cannot be overridden");
+    expect_error("-n 2 -x NOT_SET_ANYWHERE true",
+                 "-x NOT_SET_ANYWHERE: not set in tprun's environment (use -x NOT_SET_ANYWHERE=value to set it)");
+    expect_error("-n 2 no-such-program-xyz", "program \"no-such-program-xyz\": not found in PATH");
+    expect_error("-n 2 ./no/such/file", "program \"./no/such/file\": No such file or directory");
+    expect_error("-n 2 /tmp", "program \"/tmp\": /tmp is a directory");
+    char path[] = "/tmp/launcher_args_noexecXXXXXX", line[256], msg[512];
+    close(mkstemp(path)); /* mode 0600: not executable, even for root */
+    snprintf(line, sizeof(line), "-n 2 %s", path);
+    snprintf(msg, sizeof(msg), "program \"%s\": %s is not executable (Permission denied)", path, path);
+    expect_error(line, msg);
+    unlink(path);
+}
+
+static void test_hosts_and_formats(void)
+{
+    const char *host = "vm.example.org";
+    CHECK(tprun_host_is_local("localhost", host) && tprun_host_is_local("LOCALHOST", host), "localhost");
+    CHECK(tprun_host_is_local("127.0.0.1", host) && tprun_host_is_local("127.8.9.10", host), "127/8");
+    CHECK(tprun_host_is_local("vm", host) && tprun_host_is_local("vm.example.org", host), "own names");
+    CHECK(!tprun_host_is_local("vm2", host) && !tprun_host_is_local("v", host) && !tprun_host_is_local("128.0.0.1", host),
+          "others");
+    char buf[128];
+    int ranks[] = {0, 1, 2, 3, 5, 7, 8};
+    tprun_format_ranks(ranks, 7, buf, sizeof(buf));
+    CHECK(strcmp(buf, "0-3,5,7-8") == 0, "%s", buf);
+    tprun_format_ranks(ranks, 0, buf, sizeof(buf));
+    CHECK(strcmp(buf, "") == 0, "%s", buf);
+    tprun_status_describe(3 << 8, 0, buf, sizeof(buf));
+    CHECK(strcmp(buf, "exited with status 3") == 0, "%s", buf);
+    tprun_status_describe(SIGKILL, 0, buf, sizeof(buf));
+    CHECK(strcmp(buf, "killed by signal 9 (SIGKILL)") == 0, "%s", buf);
+    tprun_status_describe(SIGKILL, 1, buf, sizeof(buf));
+    CHECK(strcmp(buf, "killed by the kernel's OOM killer (SIGKILL)") == 0, "%s", buf);
+    tprun_status_describe(SIGSEGV | 0x80, 1, buf, sizeof(buf));
+    CHECK(strcmp(buf, "killed by signal 11 (SIGSEGV)") == 0, "%s", buf);
+    CHECK(tprun_status_code(SIGTERM) == 143 && tprun_status_code(255 << 8) == 255 && tprun_status_code(0) == 0, "codes");
+    CHECK(!tprun_status_failed(0) && tprun_status_failed(1 << 8) && tprun_status_failed(SIGINT), "failed");
+}
+
+int main(void)
+{
+    test_good();
+    test_hostfile();
+    test_errors();
+    test_hosts_and_formats();
+    if (failures) fprintf(stderr, "launcher_args_test: %d checks failed\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,265 @@
+/*
+ * launcher_rank.c: a rank for tprun's tests. Each argument is "R:ACTION,ACTION,..." for rank R (TP_RANK) or
+ * "*:..." for ranks without their own; the actions run in order:
+ *   env          print the rank's view of the tprun contract, one "key=value" per line
+ *   exit=N       exit with status N            sig=N        raise signal N (default action)
+ *   sleep=MS     sleep                          hang         wait for signals forever
+ *   ignterm      ignore SIGTERM                 termok       exit 0 on SIGTERM
+ *   child        fork a grandchild (same process group) that sleeps; print "grandchild PID"
+ *   pid          print "pid PID"                touch=PATH   create a file
+ *   lines=N:LEN  print N lines of LEN bytes, "R:" then one letter per rank, in odd-sized writes
+ *   stdin        read stdin to EOF; print "stdin bytes=N path=<what fd 0 is>"
+ *   partial      print "no newline" without a newline to stdout and "err line" to stderr
+ *   alloc=MB     allocate and touch memory      ign=N        ignore signal N
+ *   keeper       print "keeper PID" for tprun's keeper process (a child of tprun named tprun-keeper)
+ * With "check-lines NRANKS N LEN" instead, reads tprun's output on stdin and checks every line is whole.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int my_rank;
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) exit(99);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    write_all(1, buf, (size_t)n);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Whether a file (a /proc cmdline) contains text. */
+static int file_contains(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL || text == NULL || text[0] == '\0') {
+        if (f) fclose(f);
+        return 0;
+    }
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    size_t tl = strlen(text);
+    for (size_t i = 0; i + tl <= n; i++)
+        if (memcmp(buf + i, text, tl) == 0) return 1;
+    return 0;
+}
+
+static void print_env(void)
+{
+    static const char *const names[] = {"TP_RANK", "TP_WORLD_SIZE", "TP_LOCAL_RANK", "TP_LOCAL_WORLD_SIZE",
+                                        "TP_NODE_RANK", "TP_JOB_ID", "TP_JOB_KEY", "TP_BOOT_ADDR", "TP_BOOT_FD",
+                                        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                        "MASTER_PORT", "TEST_X", "TEST_Y"};
+    char out[8192];
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        len += (size_t)snprintf(out + len, sizeof(out) - len, "%d %s=%s\n", my_rank, names[i], v ? v : "<unset>");
+    }
+    /* The bootstrap socket: on rank 0 a listening socket on TP_BOOT_FD bound to TP_BOOT_ADDR's port. */
+    const char *bfd = getenv("TP_BOOT_FD");
+    const char *addr = getenv("TP_BOOT_ADDR");
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    if (bfd != NULL) {
+        int fd = atoi(bfd), listening = 0;
+        socklen_t sl = sizeof(listening);
+        struct sockaddr_in sa;
+        socklen_t al = sizeof(sa);
+        struct stat st;
+        int ok = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+                 getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &sl) == 0 && listening &&
+                 getsockname(fd, (struct sockaddr *)&sa, &al) == 0 && colon != NULL &&
+                 ntohs(sa.sin_port) == atoi(colon + 1) && sa.sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        len += (size_t)snprintf(out + len, sizeof(out) - len, "%d boot_socket=%s\n", my_rank,
+                                ok ? "listening-on-boot-port" : "bad");
+    }
+    /* Sockets this process holds at all: only rank 0, only the one. */
+    int sockets = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) sockets++;
+    }
+    const char *key = getenv("TP_JOB_KEY");
+    char ppath[64];
+    snprintf(ppath, sizeof(ppath), "/proc/%d/cmdline", (int)getppid());
+    len += (size_t)snprintf(out + len, sizeof(out) - len, "%d sockets=%d\n%d key_in_cmdline=%d\n%d own_pgroup=%d\n",
+                            my_rank, sockets, my_rank,
+                            file_contains("/proc/self/cmdline", key) || file_contains(ppath, key), my_rank,
+                            getpgrp() == getpid());
+    write_all(1, out, len);
+}
+
+static void print_lines(const char *spec)
+{
+    long count = atol(spec), linelen = 0;
+    const char *c = strchr(spec, ':');
+    if (c != NULL) linelen = atol(c + 1);
+    if (linelen < 4) linelen = 4;
+    char *line = malloc((size_t)linelen);
+    int hdr = snprintf(line, (size_t)linelen, "%d:", my_rank);
+    memset(line + hdr, 'a' + my_rank % 26, (size_t)(linelen - hdr - 1));
+    line[linelen - 1] = '\n';
+    /* Odd-sized writes so that tprun sees lines in pieces and several ranks' pieces at once. */
+    size_t chunk = 4093 + (size_t)my_rank * 17;
+    for (long i = 0; i < count; i++)
+        for (size_t off = 0; off < (size_t)linelen; off += chunk)
+            write_all(1, line + off, (size_t)linelen - off < chunk ? (size_t)linelen - off : chunk);
+    free(line);
+}
+
+/* Reads tprun's output and checks each line is one rank's whole line; counts lines per rank. */
+static int check_lines(int nranks, long count, long linelen)
+{
+    long *seen = calloc((size_t)nranks, sizeof(long));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int bad = 0;
+    while ((n = getline(&line, &cap, stdin)) > 0) {
+        int r = atoi(line);
+        char *colon = strchr(line, ':');
+        int ok = n == linelen && colon != NULL && r >= 0 && r < nranks;
+        for (ssize_t i = colon ? colon - line + 1 : 0; ok && i < n - 1; i++)
+            if (line[i] != 'a' + r % 26) ok = 0;
+        if (!ok) {
+            fprintf(stderr, "check-lines: a mixed or cut line of %zd bytes: %.60s...\n", n, line);
+            bad = 1;
+        } else {
+            seen[r]++;
+        }
+    }
+    for (int r = 0; r < nranks; r++)
+        if (seen[r] != count) fprintf(stderr, "check-lines: rank %d: %ld whole lines, expected %ld\n", r, seen[r], count), bad = 1;
+    free(line);
+    free(seen);
+    return bad;
+}
+
+static void on_term(int sig) { _exit(0); }
+
+static void run_action(const char *a)
+{
+    if (strcmp(a, "env") == 0) {
+        print_env();
+    } else if (strncmp(a, "exit=", 5) == 0) {
+        exit(atoi(a + 5));
+    } else if (strncmp(a, "sig=", 4) == 0) {
+        int sig = atoi(a + 4);
+        signal(sig, SIG_DFL);
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, sig);
+        sigprocmask(SIG_UNBLOCK, &s, NULL);
+        raise(sig);
+        exit(98);
+    } else if (strncmp(a, "sleep=", 6) == 0) {
+        sleep_ms(atol(a + 6));
+    } else if (strcmp(a, "hang") == 0) {
+        for (;;) pause();
+    } else if (strcmp(a, "ignterm") == 0) {
+        signal(SIGTERM, SIG_IGN);
+    } else if (strncmp(a, "ign=", 4) == 0) {
+        signal(atoi(a + 4), SIG_IGN);
+    } else if (strcmp(a, "keeper") == 0) {
+        char path[64], list[4096], comm[64];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getppid(), (int)getppid());
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(list, 1, sizeof(list) - 1, f) : 0;
+        if (f) fclose(f);
+        list[n] = '\0';
+        for (char *save = NULL, *w = strtok_r(list, " \n", &save); w != NULL; w = strtok_r(NULL, " \n", &save)) {
+            snprintf(path, sizeof(path), "/proc/%s/comm", w);
+            f = fopen(path, "r");
+            if (f == NULL) continue;
+            if (fgets(comm, sizeof(comm), f) != NULL && strcmp(comm, "tprun-keeper\n") == 0) say("keeper %s\n", w);
+            fclose(f);
+        }
+    } else if (strcmp(a, "termok") == 0) {
+        signal(SIGTERM, on_term);
+    } else if (strcmp(a, "child") == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            signal(SIGTERM, SIG_IGN); /* only the group SIGKILL may end it */
+            for (;;) pause();
+        }
+        say("grandchild %d\n", (int)pid);
+    } else if (strcmp(a, "pid") == 0) {
+        say("pid %d\n", (int)getpid());
+    } else if (strncmp(a, "touch=", 6) == 0) {
+        FILE *f = fopen(a + 6, "w");
+        if (f) fclose(f);
+    } else if (strncmp(a, "lines=", 6) == 0) {
+        print_lines(a + 6);
+    } else if (strcmp(a, "stdin") == 0) {
+        char buf[65536], path[256] = "?";
+        long total = 0;
+        ssize_t n;
+        while ((n = read(0, buf, sizeof(buf))) > 0) total += n;
+        ssize_t pl = readlink("/proc/self/fd/0", path, sizeof(path) - 1);
+        if (pl > 0) path[pl] = '\0';
+        if (strncmp(path, "pipe:", 5) == 0) strcpy(path, "pipe");
+        say("%d stdin bytes=%ld path=%s\n", my_rank, total, path);
+    } else if (strcmp(a, "partial") == 0) {
+        write_all(2, "err line\n", 9);
+        write_all(1, "no newline", 10);
+    } else if (strncmp(a, "alloc=", 6) == 0) {
+        size_t mb = (size_t)atol(a + 6);
+        for (size_t i = 0; i < mb; i++) {
+            char *p = malloc(1 << 20);
+            if (p) memset(p, 1, 1 << 20);
+        }
+    } else {
+        fprintf(stderr, "launcher_rank: unknown action \"%s\"\n", a);
+        exit(97);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "check-lines") == 0) return check_lines(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
+    const char *r = getenv("TP_RANK");
+    my_rank = r ? atoi(r) : 0;
+    const char *mine = NULL;
+    for (int i = 1; i < argc; i++) {
+        char *colon = strchr(argv[i], ':');
+        if (colon == NULL) continue;
+        if (argv[i][0] == '*' && colon == argv[i] + 1 && mine == NULL) mine = colon + 1;
+        else if (atoi(argv[i]) == my_rank && argv[i][0] != '*') mine = colon + 1;
+    }
+    if (mine == NULL) return 0;
+    char *list = strdup(mine);
+    for (char *save = NULL, *a = strtok_r(list, ",", &save); a != NULL; a = strtok_r(NULL, ",", &save)) run_action(a);
+    free(list);
+    return 0;
+}
