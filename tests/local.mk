@@ -2,3 +2,4 @@
 include tests/launcher.mk
 include tests/runtime.mk
 include tests/coll.mk
+include tests/bench.mk

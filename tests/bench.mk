@@ -1,0 +1,34 @@
+# Benchmarks: built by make (the MPI peers by make bench), run by hand as docs/BENCHMARKS.md shows; never by make check.
+noinst_PROGRAMS += tests/bench/forkn tests/bench/bench_failfast tests/bench/bench_rank
+tests_bench_forkn_SOURCES = tests/bench/forkn.c
+tests_bench_bench_failfast_SOURCES = tests/bench/bench_failfast.c
+tests_bench_bench_rank_SOURCES = tests/bench/bench_rank.c
+tests_bench_bench_rank_LDADD = libtp.la
+# A real executable, not libtool's shell wrapper, whose start-up would be timed with each rank.
+tests_bench_bench_rank_LDFLAGS = -no-install
+EXTRA_DIST += tests/bench/mpi_hello.c tests/bench/mpi_spin.c tests/bench/launch.sh tests/bench/failfast.sh \
+	tests/bench/launch_table.py tests/bench/failfast_table.py tests/bench/machine.sh
+
+# The peers' programs, built with each MPI's own compiler wrapper.
+MPICC_OMPI = mpicc.openmpi
+MPICC_MPICH = mpicc.mpich
+bench_mpi_binaries = tests/bench/mpi_hello_ompi tests/bench/mpi_hello_mpich tests/bench/mpi_spin_ompi \
+	tests/bench/mpi_spin_mpich
+CLEANFILES += $(bench_mpi_binaries)
+
+tests/bench/mpi_hello_ompi: $(srcdir)/tests/bench/mpi_hello.c
+	@$(MKDIR_P) tests/bench
+	$(MPICC_OMPI) -O2 -o $@ $(srcdir)/tests/bench/mpi_hello.c
+tests/bench/mpi_hello_mpich: $(srcdir)/tests/bench/mpi_hello.c
+	@$(MKDIR_P) tests/bench
+	$(MPICC_MPICH) -O2 -o $@ $(srcdir)/tests/bench/mpi_hello.c
+tests/bench/mpi_spin_ompi: $(srcdir)/tests/bench/mpi_spin.c
+	@$(MKDIR_P) tests/bench
+	$(MPICC_OMPI) -O2 -o $@ $(srcdir)/tests/bench/mpi_spin.c
+tests/bench/mpi_spin_mpich: $(srcdir)/tests/bench/mpi_spin.c
+	@$(MKDIR_P) tests/bench
+	$(MPICC_MPICH) -O2 -o $@ $(srcdir)/tests/bench/mpi_spin.c
+
+# Everything the launch and fail-fast scripts run: tprun, bench_rank, the drivers and the MPI peers.
+bench: all $(bench_mpi_binaries)
+.PHONY: bench
