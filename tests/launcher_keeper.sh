@@ -1,0 +1,38 @@
+#!/bin/sh
+# If tprun is SIGKILLed, its ranks and their process groups die (PDEATHSIG and the keeper); the keeper ends
+# with a clean tprun, and its own death is not mistaken for a rank's.
+. "$(dirname "$0")/launcher_lib.sh"
+
+"$TPRUN" -n 3 "$RANKP" '0:keeper,child,pid,hang' '*:child,pid,hang' >"$T/out" 2>"$T/err" &
+tp=$!
+wait_for_lines "$T/out" 3 10 '^pid ' || fail "ranks did not start"
+pids=$(sed -n 's/^pid //p' "$T/out")
+kids=$(sed -n 's/^grandchild //p' "$T/out")
+keeper=$(sed -n 's/^keeper //p' "$T/out")
+[ -n "$keeper" ] && alive "$keeper" || fail "no keeper process found"
+kill -KILL $tp
+wait $tp
+expect_eq "tprun SIGKILLed" "$?" 137
+wait_dead 5 $pids || fail "ranks survived tprun's SIGKILL"
+wait_dead 5 $kids || fail "grandchildren survived tprun's SIGKILL"
+wait_dead 5 $keeper || fail "the keeper survived"
+grep -q '^tprun-keeper: tprun (pid [0-9]*) ended without finishing the job; killing 3 ranks' "$T/err" ||
+    fail "keeper message: $(cat "$T/err")"
+
+# A clean run: the keeper ends with tprun.
+"$TPRUN" -n 2 "$RANKP" '0:keeper' >"$T/out" 2>"$T/err"
+expect_eq "clean run status" "$?" 0
+keeper=$(sed -n 's/^keeper //p' "$T/out")
+[ -n "$keeper" ] || fail "no keeper in the clean run"
+[ -n "$keeper" ] && alive "$keeper" && fail "the keeper outlived a clean tprun"
+
+# The keeper killed under a running job: a warning, not a rank failure; the job still succeeds.
+"$TPRUN" -n 2 "$RANKP" '0:keeper,sleep=300' '*:sleep=300' >"$T/out" 2>"$T/err" &
+tp=$!
+wait_for_lines "$T/out" 1 10 '^keeper ' || fail "no keeper line"
+kill -KILL "$(sed -n 's/^keeper //p' "$T/out")"
+wait $tp
+expect_eq "keeper killed: status" "$?" 0
+grep -q '^tprun: rank' "$T/err" && fail "keeper death reported as a rank's: $(cat "$T/err")"
+grep -q 'keeper' "$T/err" || fail "keeper death not warned about"
+finish
