@@ -1,1 +1,9 @@
-# tp_mlp
+# tp_mlp: the project's main job, a tensor-parallel MLP checked bit for bit against the rank-order reference.
+noinst_PROGRAMS += examples/tp_mlp
+examples_tp_mlp_SOURCES = examples/tp_mlp.c
+examples_tp_mlp_LDADD = libtp.la
+# tp-bench: p50 / p90 tables of the collectives (tprun -n N tp-bench); examples/bench/ compares it with MPI.
+bin_PROGRAMS += tp-bench
+tp_bench_SOURCES = examples/tp_bench.c
+tp_bench_LDADD = libtp.la
+EXTRA_DIST += examples/bench/coll_bench.sh examples/bench/mpi_coll_bench.c

@@ -28,7 +28,7 @@ tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len
 int tp_transports_parse(const char *spec, const char *const *names, int n, int *order, char *unknown,
                         size_t unknown_len)
 {
-    int keep[TP_TRANSPORTS_MAX] = {0}, listed = 0, count = 0;
+    int keep[TP_TRANSPORTS_MAX] = {0}, listed = 0, count = 0, positive = 0;
     size_t uoff = 0;
     char item[64];
     if (unknown_len > 0) unknown[0] = '\0';
@@ -40,6 +40,7 @@ int tp_transports_parse(const char *spec, const char *const *names, int n, int *
         int neg = item[0] == '^';
         const char *name = item + neg;
         if (name[0] == '\0') continue;
+        positive |= !neg;
         int found = -1;
         for (int i = 0; i < n; i++)
             if (strcmp(names[i], name) == 0) found = i;
@@ -50,12 +51,12 @@ int tp_transports_parse(const char *spec, const char *const *names, int n, int *
         }
         if (neg) {
             keep[found] = -1;
-        } else if (keep[found] == 0) {
+        } else if (keep[found] == 0) { /* an exclusion anywhere in the list wins */
             keep[found] = 1;
             order[listed++] = found; /* provisional: filtered below */
         }
     }
-    if (listed > 0) {
+    if (positive) {
         for (int i = 0; i < listed; i++)
             if (keep[order[i]] == 1) order[count++] = order[i];
         return count;
@@ -192,4 +193,12 @@ const char *tp_transports_name(const tp_world_t *w, int peer)
     const tp_transports_t *t = w->transport_state;
     int k = t->peer_tr[peer];
     return k < 0 ? "self" : t->ops[k]->name;
+}
+
+void *tp_transports_state(const tp_world_t *w, const char *name)
+{
+    const tp_transports_t *t = w->transport_state;
+    for (int k = 0; t != NULL && k < t->n; k++)
+        if (strcmp(t->ops[k]->name, name) == 0) return t->state[k];
+    return NULL;
 }

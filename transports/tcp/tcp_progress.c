@@ -238,17 +238,20 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, int *moved)
     }
 }
 
+/* Sends on every connection before any receive: a rank that then finds a mismatch has already put its own
+ * headers out, so each peer it disagrees with sees them and fails too instead of waiting. */
 static tp_status_t pump_all(tcp_state_t *st, int *moved, int *busy)
 {
     *busy = 0;
-    for (int r = 0; r < st->size; r++) {
-        tcp_conn_t *c = &st->conns[r];
-        if (c->fd < 0 || (c->send_head == NULL && c->recv_head == NULL)) continue;
-        if (c->broken != TP_OK) return c->broken;
-        tp_status_t s = pump_send(st, c, moved);
-        if (s == TP_OK) s = pump_recv(st, c, moved);
-        if (s != TP_OK) return s;
-        *busy |= c->send_head != NULL || c->recv_head != NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < st->size; r++) {
+            tcp_conn_t *c = &st->conns[r];
+            if (c->fd < 0 || (c->send_head == NULL && c->recv_head == NULL)) continue;
+            if (c->broken != TP_OK) return c->broken;
+            tp_status_t s = pass == 0 ? pump_send(st, c, moved) : pump_recv(st, c, moved);
+            if (s != TP_OK) return s;
+            if (pass == 1) *busy |= c->send_head != NULL || c->recv_head != NULL;
+        }
     }
     return TP_OK;
 }

@@ -1,0 +1,62 @@
+#!/bin/bash
+# coll_bench.sh: tp-bench under tprun and the same loop with Open MPI (forced to TCP over loopback) and MPICH, for
+# 2, 3 and 4 ranks; prints one table per world with our ratio to each. Not run by make check.
+#   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--max-bytes N] [--ops LIST] [--json]
+# TPRUN and TP_BENCH name the programs (default: ./tprun and ./tp-bench in the build directory).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+TPRUN=${TPRUN:-./tprun}
+TP_BENCH=${TP_BENCH:-./tp-bench}
+ranks="2 3 4" max=$((64 << 20)) ops="allreduce,allgather,reduce_scatter,bcast,sendrecv" json=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --ranks) ranks=$2; shift ;;
+    --max-bytes) max=$2; shift ;;
+    --ops) ops=$2; shift ;;
+    --json) json=1 ;;
+    *) echo "coll_bench.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/coll-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+cores=$(nproc)
+for cc in mpicc.openmpi mpicc.mpich; do
+    command -v $cc >/dev/null && $cc -O2 -o "$work/${cc#mpicc.}_bench" "$here/mpi_coll_bench.c" 2>/dev/null || true
+done
+results=$work/results.jsonl
+for n in $ranks; do
+    "$TPRUN" -n "$n" "$TP_BENCH" --json --ops "$ops" --max-bytes "$max" >>"$results"
+    if [ -x "$work/openmpi_bench" ]; then
+        mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 \
+            --mca btl_tcp_if_include lo -n "$n" "$work/openmpi_bench" --impl ompi-tcp --ops "$ops" \
+            --max-bytes "$max" >>"$results" 2>/dev/null || echo "coll_bench.sh: Open MPI failed at $n ranks" >&2
+    fi
+    # MPICH only spins: oversubscribed it takes milliseconds per call, so it runs where each rank has a core
+    if [ -x "$work/mpich_bench" ] && [ "$n" -le "$cores" ]; then
+        mpiexec.hydra -n "$n" "$work/mpich_bench" --impl mpich --ops "$ops" --max-bytes "$max" >>"$results" \
+            2>/dev/null || echo "coll_bench.sh: MPICH failed at $n ranks" >&2
+    fi
+done
+if [ "$json" = 1 ]; then cat "$results"; exit 0; fi
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+key = lambda r: (r["ranks"], r["op"], r["bytes"])
+by = {}
+for r in rows: by.setdefault(key(r), {})[r["impl"]] = r
+def size(b):
+    for u, s in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if b >= u: return "%d %s" % (b // u, s)
+    return "%d B" % b
+for n in sorted({k[0] for k in by}):
+    print("\n### %d ranks\n" % n)
+    print("| op | size | tprun p50 / p90 | ompi tcp p50 / p90 | tprun/ompi | mpich p50 / p90 | tprun/mpich |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for k in sorted((k for k in by if k[0] == n), key=lambda k: (k[1], k[2])):
+        d, t = by[k], by[k].get("tprun")
+        cell = lambda r: "%.1f / %.1f" % (r["p50_us"], r["p90_us"]) if r else "-"
+        ratio = lambda r: "%.2f" % (t["p50_us"] / r["p50_us"]) if r and t else "-"
+        o, m = d.get("ompi-tcp"), d.get("mpich")
+        print("| %s | %s | %s | %s | %s | %s | %s |" % (k[1], size(k[2]), cell(t), cell(o), ratio(o), cell(m), ratio(m)))
+PY

@@ -1,0 +1,117 @@
+/*
+ * tp-bench: p50 and p90 in microseconds of back-to-back collectives, for the world it runs in (tprun -n N tp-bench).
+ * One iteration's time is the slowest rank's, each iteration starting after a barrier.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tp.h>
+
+enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_SENDRECV, OP_ALL_TO_ALL, OP_COUNT };
+static const char *const op_names[] = {"allreduce", "allgather", "reduce_scatter", "bcast", "sendrecv", "alltoall"};
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int iterations_for(size_t bytes)
+{
+    if (bytes <= ((size_t)1 << 20)) return 500;
+    if (bytes <= ((size_t)4 << 20)) return 100;
+    if (bytes <= ((size_t)16 << 20)) return 20;
+    return 10;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One call of op on bytes per rank (f32 elements; sendrecv with rank ^ 1, or itself). */
+static tp_status_t one_call(tp_comm_t *w, int op, void *send, void *recv, size_t bytes)
+{
+    int me = tp_comm_rank(w), n = tp_comm_size(w);
+    size_t count = bytes / 4;
+    switch (op) {
+    case OP_ALL_REDUCE: return tp_all_reduce(w, send, recv, count, TP_F32, TP_SUM, NULL);
+    case OP_ALL_GATHER: return tp_all_gather(w, send, recv, count, TP_F32, NULL);
+    case OP_REDUCE_SCATTER: return tp_reduce_scatter(w, send, recv, count, TP_F32, TP_SUM, NULL);
+    case OP_BROADCAST: return tp_broadcast(w, send, count, TP_F32, 0, NULL);
+    case OP_SENDRECV: return tp_exchange(w, send, recv, count, TP_F32, (me ^ 1) < n ? me ^ 1 : me, NULL);
+    case OP_ALL_TO_ALL: return tp_all_to_all(w, send, recv, count / (size_t)n, TP_F32, NULL);
+    }
+    return TP_ERR_INVALID;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: tp-bench [--json] [--ops allreduce,allgather,...] [--max-bytes N] [--iters N]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int json = 0, iters_override = 0;
+    size_t max_bytes = (size_t)64 << 20;
+    const char *ops = "allreduce,allgather,reduce_scatter,bcast,sendrecv";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) ops = argv[++i];
+        else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], NULL, 0);
+        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters_override = atoi(argv[++i]);
+        else usage();
+    }
+    tp_comm_t *w;
+    tp_status_t s = tp_init(NULL, &w);
+    if (s != TP_OK) {
+        fprintf(stderr, "tp-bench: tp_init: %s\n", tp_status_string(s));
+        return 1;
+    }
+    int me = tp_comm_rank(w), n = tp_comm_size(w);
+    size_t cap = max_bytes * (size_t)n + 64;
+    float *send = malloc(cap), *recv = malloc(cap);
+    double *t = malloc(500 * sizeof(double)), *tmax = malloc(500 * sizeof(double));
+    if (send == NULL || recv == NULL || t == NULL || tmax == NULL) return 1;
+    for (size_t i = 0; i < cap / 4; i++) send[i] = (float)(i % 1000) * 0.5f, recv[i] = 0;
+    if (me == 0 && !json)
+        printf("tp-bench: %d ranks, libtp %s, part_bytes %s; p50 / p90 us over back-to-back calls (500 up to 1 MiB, "
+               "100 at 4 MiB, 20 at 16 MiB, 10 at 64 MiB), each the slowest rank's time after a barrier\n"
+               "%-15s %12s %6s %12s %12s\n", n, tp_version(), tp_comm_setting(w, "part_bytes"), "op", "bytes",
+               "iters", "p50_us", "p90_us");
+    for (int op = 0; op < OP_COUNT; op++) {
+        if (strstr(ops, op_names[op]) == NULL) continue;
+        for (size_t bytes = 16; bytes <= max_bytes; bytes *= 4) {
+            if (op == OP_ALL_TO_ALL && bytes < (size_t)4 * n) continue;
+            /* reduce_scatter takes N * bytes in and gives bytes out, in MPI's block terms */
+            int iters = iters_override > 0 ? iters_override : iterations_for(bytes);
+            if (iters > 500) iters = 500;
+            for (int i = -5; i < iters; i++) {
+                if ((s = tp_barrier(w)) != TP_OK) goto fail;
+                double t0 = now_us();
+                if ((s = one_call(w, op, send, recv, bytes)) != TP_OK) goto fail;
+                if (i >= 0) t[i] = now_us() - t0;
+            }
+            if ((s = tp_all_reduce(w, t, tmax, (size_t)iters, TP_F64, TP_MAX, NULL)) != TP_OK) goto fail;
+            qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
+            double p50 = tmax[iters / 2], p90 = tmax[(iters * 9) / 10];
+            if (me == 0 && json)
+                printf("{\"impl\":\"tprun\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
+                       "\"p90_us\":%.2f}\n", n, op_names[op], bytes, iters, p50, p90);
+            else if (me == 0)
+                printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
+            fflush(stdout);
+        }
+    }
+    tp_finalize(w);
+    return 0;
+fail:
+    fprintf(stderr, "tp-bench: rank %d: %s (%s)\n", me, tp_status_string(s), tp_last_error());
+    return 1;
+}

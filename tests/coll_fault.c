@@ -1,0 +1,118 @@
+/*
+ * coll_fault: ranks that go wrong on purpose. desync-coll|desync-count|desync-type|desync-root: the last rank calls
+ * something else and every rank must fail with TP_ERR_DESYNC. kill: the last rank SIGKILLs itself mid-call and the
+ * others must fail with TP_ERR_PEER_FAILED (or be ended by the fate path). garbage|oversize: rank 1 writes a forged
+ * frame on its real data connection to rank 0, which must refuse it with TP_ERR_PROTOCOL.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tp.h>
+
+#include "coll_frame.h"
+#include "runtime_transports.h"
+#include "tcp/tcp.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void on_failure(const tp_failure_t *f, void *arg)
+{
+    printf("fate: rank %d learned that rank %d failed at %.3f ms: %s\n", *(int *)arg, f->rank, now_ms(), f->reason);
+    fflush(stdout);
+}
+
+static int expect(int me, const char *what, tp_status_t got, tp_status_t want)
+{
+    printf("rank %d: %s: %s%s%s\n", me, what, tp_status_string(got), got != TP_OK ? ": " : "",
+           got != TP_OK ? tp_last_error() : "");
+    fflush(stdout);
+    return got == want ? 0 : 1;
+}
+
+/* Writes all of buf on fd (blocking in small steps: the socket is non-blocking). */
+static void write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w > 0) p += w, len -= (size_t)w;
+        else usleep(100);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static int me;
+    if (argc < 2) return 2;
+    const char *mode = argv[1];
+    tp_fate_register(on_failure, &me);
+    tp_comm_t *w;
+    if (tp_init(NULL, &w) != TP_OK) return 1;
+    me = tp_comm_rank(w);
+    int n = tp_comm_size(w), last = me == n - 1, bad = 0;
+    float a[1024] = {0}, b[4096];
+    double d[1024] = {0};
+    if (strcmp(mode, "desync-coll") == 0) {
+        tp_status_t s = last ? tp_all_gather(w, a, b, 1024, TP_F32, NULL)
+                             : tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
+        bad = expect(me, mode, s, TP_ERR_DESYNC);
+    } else if (strcmp(mode, "desync-count") == 0) {
+        bad = expect(me, mode, tp_all_reduce(w, a, b, last ? 1000 : 1024, TP_F32, TP_SUM, NULL), TP_ERR_DESYNC);
+    } else if (strcmp(mode, "desync-type") == 0) {
+        tp_status_t s = last ? tp_all_reduce(w, d, d, 1024, TP_F64, TP_SUM, NULL)
+                             : tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
+        bad = expect(me, mode, s, TP_ERR_DESYNC);
+    } else if (strcmp(mode, "desync-root") == 0) {
+        bad = expect(me, mode, tp_broadcast(w, a, 1024, TP_F32, last ? 1 : 0, NULL), TP_ERR_DESYNC);
+    } else if (strcmp(mode, "kill") == 0) {
+        size_t count = 256 * 1024;
+        float *x = calloc(count, 4);
+        signal(SIGTERM, SIG_IGN); /* tprun's teardown must not end a survivor before its own call fails */
+        for (int i = 0; i < 1000; i++) {
+            if (last && i == 20) {
+                printf("rank %d: killing itself at %.3f ms\n", me, now_ms());
+                fflush(stdout);
+                raise(SIGKILL);
+            }
+            tp_status_t s = tp_all_reduce(w, x, x, count, TP_F32, TP_SUM, NULL);
+            if (s != TP_OK) {
+                printf("rank %d: call %d failed at %.3f ms: %s: %s\n", me, i, now_ms(), tp_status_string(s),
+                       tp_last_error());
+                fflush(stdout);
+                bad = s != TP_ERR_PEER_FAILED;
+                break;
+            }
+        }
+        if (!bad) pause(); /* the fate path ends this rank */
+    } else if (strcmp(mode, "garbage") == 0 || strcmp(mode, "oversize") == 0) {
+        if (me == 1) {
+            tcp_state_t *st = tp_transports_state(w->world, "tcp");
+            uint8_t h[TP_FRAME_HEADER_BYTES];
+            if (strcmp(mode, "garbage") == 0) {
+                for (size_t i = 0; i < sizeof(h); i++) h[i] = (uint8_t)(i * 37 + 11);
+            } else { /* this call's own identity, with a size no part can have */
+                tp_frame_id_t id = {.coll = TP_COLL_BARRIER, .dtype = TP_BYTES, .comm_id = w->comm_id,
+                                    .seq = w->seq};
+                tp_frame_pack(h, &id, 0);
+                tp_frame_set_part(h, 0, 0x7ffffff0u);
+            }
+            write_all(st->conns[0].fd, h, sizeof(h));
+            printf("rank 1: forged frame sent\n");
+        } else if (me == 0) {
+            bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);
+        }
+    } else {
+        return 2;
+    }
+    tp_finalize(w);
+    return bad;
+}

@@ -1,0 +1,41 @@
+#!/bin/bash
+# Desync (collective, count, type, root) at 2, 3 and 4 ranks: every rank fails naming the mismatch. A peer
+# SIGKILLed mid-call: the others fail with TP_ERR_PEER_FAILED naming it, within 50 ms. Forged frames on a real
+# data connection (garbage, an impossible size): refused with TP_ERR_PROTOCOL.
+set -u
+TPRUN=${TPRUN:-./tprun}
+PROG=./tests/coll_fault
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+for mode in desync-coll desync-count desync-type desync-root; do
+    for n in 2 3 4; do
+        out=$(timeout 30 "$TPRUN" -n $n $PROG $mode 2>&1)
+        got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: desync with rank")
+        if [ "$got" -eq "$n" ]; then echo "ok: $mode at $n ranks: every rank failed with a desync"
+        else fail "$mode at $n ranks: $got of $n ranks reported the desync"; echo "$out" | tail -12; fi
+    done
+done
+out=$(timeout 30 "$TPRUN" -n 3 $PROG kill 2>&1)
+killed=$(echo "$out" | sed -n 's/^rank 2: killing itself at \([0-9.]*\) ms/\1/p')
+# a survivor's call fails naming rank 2, or the fate path (whichever notices first) ends it: within 50 ms either way
+for r in 0 1; do
+    call=$(echo "$out" | sed -n "s/^rank $r: call [0-9]* failed at \([0-9.]*\) ms: a peer failed: rank 2 failed.*/\1/p")
+    fate=$(echo "$out" | sed -n "s/^fate: rank $r learned that rank 2 failed at \([0-9.]*\) ms.*/\1/p")
+    at=${call:-$fate}
+    how=${call:+its call failed with TP_ERR_PEER_FAILED}
+    how=${how:-the fate path ended it}
+    if [ -z "$at" ] || [ -z "$killed" ]; then
+        fail "kill: rank $r neither failed its call nor heard of rank 2's death"; echo "$out" | tail -12
+    elif awk -v a="$at" -v k="$killed" 'BEGIN { exit !(a - k < 50) }'; then
+        echo "ok: kill: rank $r: $how $(awk -v a="$at" -v k="$killed" 'BEGIN { printf "%.1f", a - k }') ms after rank 2 died"
+    else fail "kill: rank $r took $(awk -v a="$at" -v k="$killed" 'BEGIN { print a - k }') ms"; fi
+done
+echo "$out" | grep -q "exiting with status 70" && echo "ok: kill: the fate path ends the survivors with status 70" \
+    || fail "kill: survivors were not ended with status 70"
+for mode in garbage oversize; do
+    out=$(timeout 30 "$TPRUN" -n 2 $PROG $mode 2>&1)
+    if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: rank 1 sent a frame"; then
+        echo "ok: $mode: refused"
+    else fail "$mode: not refused as a protocol violation"; echo "$out" | tail -8; fi
+done
+[ "$fails" -eq 0 ]

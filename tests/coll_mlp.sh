@@ -1,0 +1,16 @@
+#!/bin/bash
+# The main job: the tensor-parallel MLP in f32 and bf16 at 1 to 4 ranks matches the rank-order reference bit for bit.
+set -u
+TPRUN=${TPRUN:-./tprun}
+fails=0
+for dtype in f32 bf16; do
+    for n in 1 2 3 4; do
+        if out=$(timeout 60 "$TPRUN" -n $n ./examples/tp_mlp --dtype $dtype --batch 4 --model 128 --hidden 301 2>&1) \
+            && echo "$out" | grep -q "matches the rank-order reference bit for bit"; then
+            echo "ok: tp_mlp $dtype at $n ranks"
+        else
+            echo "FAIL: tp_mlp $dtype at $n ranks"; echo "$out" | tail -5; fails=$((fails + 1))
+        fi
+    done
+done
+[ "$fails" -eq 0 ]
