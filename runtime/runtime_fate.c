@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "runtime_log.h"
@@ -111,6 +112,22 @@ static void send_fail(int fd, const tp_failure_t *f)
     tp_wire_send_msg(fd, TP_MSG_FAIL, buf, (size_t)n, tp_now_ns() + 100000000);
 }
 
+/*
+ * Ends our side of every fate connection in order: a FIN after the FAIL just sent, and nothing left unread, so
+ * exiting does not turn into a reset that would make a peer drop the FAIL before reading it.
+ */
+static void quiesce_connections(void)
+{
+    char sink[4096];
+    for (int r = 0; r < fate.world->size; r++) {
+        int fd = fate.peers[r].fd;
+        if (fd < 0) continue;
+        shutdown(fd, SHUT_WR);
+        while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+        }
+    }
+}
+
 /* A failure seen here: rank 0 tells everyone, another rank tells rank 0 (unless rank 0 is the one failed). */
 static void fail_job(int rank, const char *reason)
 {
@@ -126,6 +143,7 @@ static void fail_job(int rank, const char *reason)
     } else if (rank != 0 && fate.peers[0].fd >= 0) {
         send_fail(fate.peers[0].fd, &f);
     }
+    quiesce_connections();
     fate_die(&f);
 }
 

@@ -1,5 +1,7 @@
-# Tests: each part of the tree keeps its own list.
+# Tests: each part of the tree keeps its own list. Every test runs under a timeout, so a hang fails it.
+TEST_EXTENSIONS = .sh
+SH_LOG_COMPILER = timeout -k 5 300 bash
+LOG_COMPILER = timeout -k 5 300
 include tests/launcher.mk
 include tests/runtime.mk
 include tests/coll.mk
-include tests/bench.mk

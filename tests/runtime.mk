@@ -5,3 +5,10 @@ tests_runtime_rank_LDADD = libtp.la
 tests_runtime_unit_SOURCES = tests/runtime_unit.c
 tests_runtime_unit_LDADD = libtp.la
 TESTS += tests/runtime_unit
+check_PROGRAMS += tests/runtime_intruder
+tests_runtime_intruder_SOURCES = tests/runtime_intruder.c
+tests_runtime_intruder_LDADD = libtp.la
+TESTS += tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
+	tests/runtime_intruders.sh tests/runtime_fate.sh
+EXTRA_DIST += tests/runtime_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
+	tests/runtime_intruders.sh tests/runtime_fate.sh

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Bootstrap: a singleton, torchrun-style ranks without a launcher, and ranks under tprun get a full table.
+. "$(dirname "$0")/runtime_lib.sh"
+
+out=$(timeout 10 "$RANK_PROG" boot 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q '^ready rank 0 of 1 .* local 0/1 node 0 job singleton-' &&
+    pass "singleton" || fail "singleton: $out"
+
+port=$(free_port)
+torch_job 4 "$port" "$TEST_DIR/t" timeout 20 "$RANK_PROG" boot
+for r in 0 1 2 3; do
+    wait_status "${JOB_PIDS[$r]}"; st=$ST
+    [ "$st" = 0 ] && grep -q "^ready rank $r of 4 pid [0-9]* local $r/4 node 0 job torch-127.0.0.1:$port" \
+        "$TEST_DIR/t.$r.out" && pass "torchrun-style rank $r" || fail "torchrun-style rank $r: status $st: \
+$(cat "$TEST_DIR/t.$r.out" "$TEST_DIR/t.$r.err")"
+done
+
+if [ -x "$TPRUN" ]; then
+    for n in 1 4 16; do
+        out=$(timeout 30 "$TPRUN" -n "$n" "$RANK_PROG" boot 2>&1)
+        st=$?
+        jobs_seen=$(echo "$out" | grep '^ready' | sed 's/.* job //' | sort -u | wc -l)
+        [ $st -eq 0 ] && [ "$(echo "$out" | grep -c '^ready')" -eq "$n" ] && [ "$jobs_seen" -eq 1 ] &&
+            pass "tprun -n $n" || fail "tprun -n $n: status $st: $out"
+    done
+    out=$(timeout 30 "$TPRUN" -n 4 ./examples/tp_hello 2>&1)
+    [ $? -eq 0 ] && echo "$out" | grep -q "4 ranks" && pass "tp_hello under tprun" || fail "tp_hello: $out"
+else
+    echo "skip: no tprun built"
+fi
+finish
