@@ -2,11 +2,11 @@
 # coll_bench.sh: tp-bench under tprun and the same loop with Open MPI (forced to TCP over loopback) and MPICH, for
 # 2, 3 and 4 ranks; prints one table per world with our ratio to each. Not run by make check.
 #   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--max-bytes N] [--ops LIST] [--json]
-# TPRUN and TP_BENCH name the programs (default: ./tprun and ./tp-bench in the build directory).
+# TPRUN and BENCH_PROG name the programs (default: ./tprun and ./tp-bench in the build directory).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 TPRUN=${TPRUN:-./tprun}
-TP_BENCH=${TP_BENCH:-./tp-bench}
+BENCH_PROG=${BENCH_PROG:-./tp-bench}
 ranks="2 3 4" max=$((64 << 20)) ops="allreduce,allgather,reduce_scatter,bcast,sendrecv" json=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -26,7 +26,7 @@ for cc in mpicc.openmpi mpicc.mpich; do
 done
 results=$work/results.jsonl
 for n in $ranks; do
-    "$TPRUN" -n "$n" "$TP_BENCH" --json --ops "$ops" --max-bytes "$max" >>"$results"
+    "$TPRUN" -n "$n" "$BENCH_PROG" --json --ops "$ops" --max-bytes "$max" >>"$results"
     if [ -x "$work/openmpi_bench" ]; then
         mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 \
             --mca btl_tcp_if_include lo -n "$n" "$work/openmpi_bench" --impl ompi-tcp --ops "$ops" \
