@@ -23,14 +23,12 @@ AC_DEFUN([TP_SUMMARY_ADD], [tp_summary_rows="${tp_summary_rows}$1|$2|$3|$4
 # TP_CHECK_LINKED_DEP(NAME, VAR, PKG-MODULE, HEADER, FUNCTION, LIB, DEFINE, DEBIAN-PACKAGE)
 # A library libtp links: flags from pkg-config (PATH's own .pc when PATH is given), else -IPATH/include
 # -LPATH/lib -lLIB (or the compiler's default paths); either way HEADER must compile and FUNCTION must link.
-# Sets and substitutes VAR_CFLAGS and VAR_LIBS, defines DEFINE and the automake conditional DEFINE, and leaves
-# the static link line in tp_NAME_static_libs for tp.pc's Libs.private.
+# Sets and substitutes VAR_CFLAGS and VAR_LIBS, and defines DEFINE and the automake conditional DEFINE.
 AC_DEFUN([TP_CHECK_LINKED_DEP], [
 AC_REQUIRE([PKG_PROG_PKG_CONFIG])
 TP_ARG_WITH([$1], [link libtp with $1; PATH is a prefix holding include/ and lib/])
 $2_CFLAGS=
 $2_LIBS=
-tp_$1_static_libs=
 tp_$1_found=no
 tp_$1_where=
 AS_IF([test "x$with_$1" != xno], [
@@ -44,7 +42,6 @@ AS_IF([test "x$with_$1" != xno], [
   AS_IF([test -n "$tp_pc"], [
     $2_CFLAGS=`$PKG_CONFIG --cflags "$tp_pc"`
     $2_LIBS=`$PKG_CONFIG --libs "$tp_pc"`
-    tp_$1_static_libs=`$PKG_CONFIG --static --libs "$tp_pc"`
     tp_$1_where="`$PKG_CONFIG --modversion "$tp_pc"` (pkg-config)"
   ], [
     AS_CASE([$with_$1],
@@ -53,7 +50,6 @@ AS_IF([test "x$with_$1" != xno], [
       [$2_CFLAGS="-I$with_$1/include"
        $2_LIBS="-L$with_$1/lib -Wl,-rpath,$with_$1/lib -l$6"
        tp_$1_where=$with_$1])
-    tp_$1_static_libs=$$2_LIBS
   ])
   AC_MSG_CHECKING([for $1 ($4 compiles, $5 links)])
   tp_saved_CPPFLAGS=$CPPFLAGS
@@ -71,7 +67,6 @@ AS_CASE([$with_$1:$tp_$1_found],
             TP_SUMMARY_ADD([$1], [found], [$tp_$1_where], [linked])],
   [auto:no], [$2_CFLAGS=
               $2_LIBS=
-              tp_$1_static_libs=
               TP_SUMMARY_ADD([$1], [not found], [-], [-])],
   [yes:no], [AC_MSG_ERROR([--with-$1=yes: $1 not found: pkg-config knows no "$3" and $4 with -l$6 does not build; install $8 or pass --with-$1=PATH (see config.log)])],
   [AC_MSG_ERROR([--with-$1=$with_$1: $1 not found: no usable $4 and lib$6 under $with_$1/include and $with_$1/lib (see config.log)])])

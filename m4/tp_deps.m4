@@ -12,8 +12,9 @@ TP_CHECK_VERBS
 TP_CHECK_CUDA
 TP_CHECK_NCCL
 TP_CHECK_HIP
-dnl A static libtp needs what the shared one links, dependents first; dlopen'd vendor libraries never appear.
-TP_PRIVATE_LIBS=`echo "$tp_hwloc_static_libs $tp_pmix_static_libs $LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
+dnl What a static libtp needs beside it, dependents first; shared hwloc/PMIx (their own --static lines want
+dnl libudev-dev and friends), and never the dlopen'd vendor libraries.
+TP_PRIVATE_LIBS=`echo "$TP_HWLOC_LIBS $TP_PMIX_LIBS $LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
 AC_SUBST([TP_PRIVATE_LIBS])
 ])
 
