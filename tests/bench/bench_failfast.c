@@ -225,14 +225,17 @@ static void reap(job_t *j, const options_t *o, char *status, size_t len)
     }
 }
 
-/* Counts survivors' libtp lines "rank R (host:pid) fate: ... peer rank V (host H, pid P) failed" by whether they name the victim. */
+/* Counts survivors' libtp lines "rank R (host:pid) fate: ... peer rank V (host H, pid P) failed" by whether they
+ * name the victim; a stopped victim woken by its launcher may log a peer's end too, and that is not a survivor's. */
 static void check_survivor_lines(const job_t *j, const options_t *o, result_t *res)
 {
     const char *line = j->err.buf;
     while (*line) {
-        const char *nl = strchrnul(line, '\n'), *at = strstr(line, "peer rank ");
-        int r, pid;
-        if (at != NULL && at < nl && sscanf(at, "peer rank %d (host %*[^,], pid %d) failed", &r, &pid) == 2) {
+        const char *nl = strchrnul(line, '\n'), *at = strstr(line, "peer rank "), *paren = strchr(line, '(');
+        int r, pid, writer = 0;
+        if (paren != NULL && paren < at) sscanf(paren, "(%*[^:]:%d)", &writer);
+        if (at != NULL && at < nl && writer != j->rank_pid[o->victim] &&
+            sscanf(at, "peer rank %d (host %*[^,], pid %d) failed", &r, &pid) == 2) {
             if (r == o->victim && pid == j->rank_pid[o->victim]) res->right++;
             else res->wrong++;
         }

@@ -27,21 +27,22 @@ def main():
     for signal, cases in groups.items():
         print("### SIG%s to rank 1\n" % signal)
         print("| launcher | N | runs | peers gone median | peers gone worst | launcher exit median | launcher exit worst"
-              " | victim gone median | named correctly | exit statuses seen | hangs | victim left |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
-        for (label, n), rows in sorted(cases.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+              " | victim gone median | peers gone after victim, median | named correctly | exit statuses seen | hangs | victim left |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+        for (label, n), rows in sorted(cases.items(), key=lambda kv: kv[0][1]):
             ok = [r for r in rows if r["hung"] == "0"]
             gone = fmt([float(r["gone"]) for r in ok])
             launcher = fmt([float(r["launcher"]) for r in ok if float(r["launcher"]) >= 0])
             victim = fmt([float(r["victim"]) for r in rows if float(r["victim"]) >= 0])
+            after = fmt([float(r["gone"]) - float(r["victim"]) for r in ok if float(r["victim"]) >= 0])
             statuses = collections.Counter(r["status"] for r in rows)
             seen = ", ".join("%s ×%d" % (s, k) if len(statuses) > 1 else s for s, k in statuses.most_common())
             runs = "%d" % len(rows)
             if failed_starts[(signal, label, n)]:
                 runs += " (+%d failed to start)" % failed_starts[(signal, label, n)]
             named = "%d/%d" % (sum(r["named"] == "1" for r in rows), len(rows))
-            print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |" % (
-                label, n, runs, gone[0], gone[1], launcher[0], launcher[1], victim[0], named, seen,
+            print("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |" % (
+                label, n, runs, gone[0], gone[1], launcher[0], launcher[1], victim[0], after[0], named, seen,
                 sum(r["hung"] == "1" for r in rows), sum(r["victim_left"] == "1" for r in rows)))
         print()
 
