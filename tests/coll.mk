@@ -2,10 +2,13 @@
 check_PROGRAMS += tests/coll_unit tests/coll_check tests/coll_fault
 tests_coll_unit_SOURCES = tests/coll_unit.c
 tests_coll_unit_LDADD = libtp.la -lm
+tests_coll_unit_LDFLAGS = -no-install
 tests_coll_check_SOURCES = tests/coll_check.c
 tests_coll_check_LDADD = libtp.la
+tests_coll_check_LDFLAGS = -no-install
 tests_coll_fault_SOURCES = tests/coll_fault.c
 tests_coll_fault_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports
 tests_coll_fault_LDADD = libtp.la
+tests_coll_fault_LDFLAGS = -no-install
 TESTS += tests/coll_unit tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh
 EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh

@@ -12,3 +12,7 @@ TESTS += tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_misma
 	tests/runtime_intruders.sh tests/runtime_fate.sh
 EXTRA_DIST += tests/runtime_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
 	tests/runtime_intruders.sh tests/runtime_fate.sh
+# Real executables, not libtool wrapper scripts: a wrapper adds a shell start to every rank.
+tests_runtime_rank_LDFLAGS = -no-install
+tests_runtime_unit_LDFLAGS = -no-install
+tests_runtime_intruder_LDFLAGS = -no-install

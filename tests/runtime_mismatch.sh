@@ -22,8 +22,9 @@ done
 if [ -x "$TPRUN" ]; then
     out=$(timeout 20 "$TPRUN" -n 4 sh -c 'exec '"$RANK_PROG"' boot --setting model=m$((TP_RANK % 2))' 2>&1)
     st=$?
+    # The first rank to fail ends the job: tprun tears the others down, so at least one says it.
     n=$(echo "$out" | grep -c "setting model differs: m0 on ranks 0,2, m1 on ranks 1,3")
-    [ $st != 0 ] && [ "$n" -ge 4 ] && pass "engine setting mismatch under tprun" ||
+    [ $st != 0 ] && [ "$n" -ge 1 ] && ! echo "$out" | grep -q '^ready' && pass "engine setting mismatch under tprun" ||
         fail "engine setting mismatch: status $st, $n messages: $out"
     out=$(timeout 20 "$TPRUN" -n 3 "$RANK_PROG" boot --setting model=same 2>&1)
     [ $? = 0 ] && pass "equal engine settings agree" || fail "equal settings: $out"
