@@ -34,6 +34,11 @@ while [ $r -lt $n ]; do
 done
 grep -q "$key" "$T/err" && fail "the job key appears in tprun's messages"
 
+# Only rank 0 ever holds the listener: once it has ended, connecting is refused.
+"$TPRUN" -n 3 "$RANKP" '0:exit=0' '*:refused' >"$T/out" 2>"$T/err"
+expect_eq "listener gone with rank 0: rank 1" "$(get 1 boot_refused)" 1
+expect_eq "listener gone with rank 0: rank 2" "$(get 2 boot_refused)" 1
+
 # Without the torch variables, tprun leaves RANK and friends as they are.
 RANK=77 "$TPRUN" -n 2 --no-torch-env "$RANKP" '*:env' >"$T/out" 2>"$T/err"
 expect_eq "--no-torch-env status" "$?" 0

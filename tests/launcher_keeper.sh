@@ -35,4 +35,14 @@ wait $tp
 expect_eq "keeper killed: status" "$?" 0
 grep -q '^tprun: rank' "$T/err" && fail "keeper death reported as a rank's: $(cat "$T/err")"
 grep -q 'keeper' "$T/err" || fail "keeper death not warned about"
+# Without the keeper, the ranks themselves still die with tprun (PR_SET_PDEATHSIG).
+"$TPRUN" -n 2 "$RANKP" '0:keeper,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
+tp=$!
+wait_for_lines "$T/out" 2 10 '^pid ' || fail "ranks did not start"
+pids=$(sed -n 's/^pid //p' "$T/out")
+kill -KILL "$(sed -n 's/^keeper //p' "$T/out")"
+wait_for_lines "$T/err" 1 10 'keeper' || fail "tprun did not notice the end of the keeper"
+kill -KILL $tp
+wait $tp
+wait_dead 5 $pids || fail "ranks survived the SIGKILL of tprun without the keeper"
 finish

@@ -17,7 +17,14 @@ done
 unset TP_TIMEOUT TP_KILL_GRACE TP_TORCH_ENV TP_LOG_LEVEL TP_RANK TP_BOOT_FD TP_JOB_KEY
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/launcher_test.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+# Whatever a failed check left running (the pids the tests keep in these variables) is killed on exit.
+tp= pids= kids= keeper=
+cleanup() {
+    for p in $tp $pids $kids $keeper; do alive "$p" && kill -KILL "$p" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'echo "FAIL: timed out (a tprun or a rank did not end)"; exit 124' TERM
 failures=0
 
 fail() {

@@ -11,6 +11,7 @@
  *   stdin        read stdin to EOF; print "stdin bytes=N path=<what fd 0 is>"
  *   partial      print "no newline" without a newline to stdout and "err line" to stderr
  *   alloc=MB     allocate and touch memory      ign=N        ignore signal N
+ *   refused      print "boot_refused=1" once connecting to TP_BOOT_ADDR is refused (within 5 s), else 0
  *   keeper       print "keeper PID" for tprun's keeper process (a child of tprun named tprun-keeper)
  * With "check-lines NRANKS N LEN" instead, reads tprun's output on stdin and checks every line is whole.
  */
@@ -205,6 +206,20 @@ static void run_action(const char *a)
             if (fgets(comm, sizeof(comm), f) != NULL && strcmp(comm, "tprun-keeper\n") == 0) say("keeper %s\n", w);
             fclose(f);
         }
+    } else if (strcmp(a, "refused") == 0) {
+        /* Once rank 0 has ended nobody may hold the listener: not tprun, not the keeper, not another rank. */
+        const char *addr = getenv("TP_BOOT_ADDR");
+        const char *colon = addr ? strrchr(addr, ':') : NULL;
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(colon ? atoi(colon + 1) : 0),
+                                 .sin_addr = {htonl(INADDR_LOOPBACK)}};
+        int refused = 0;
+        for (int i = 0; i < 100 && !refused; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            refused = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno == ECONNREFUSED;
+            close(fd);
+            if (!refused) sleep_ms(50);
+        }
+        say("%d boot_refused=%d\n", my_rank, refused);
     } else if (strcmp(a, "termok") == 0) {
         signal(SIGTERM, on_term);
     } else if (strcmp(a, "child") == 0) {
