@@ -41,6 +41,7 @@ typedef struct tprun_loop {
     double kill_deadline;    /* when tprun SIGKILLs what is left; 0 when not set */
     double timeout_deadline; /* 0 without --timeout */
     long long oom_base;
+    struct reaped *batch; /* room for every rank, for one pass of reaping */
     tprun_stdin_t in;
     unsigned stdin_events[2]; /* events registered for fd 0 and the stdin pipe */
 } tprun_loop_t;
@@ -127,6 +128,19 @@ static void stdin_step(tprun_loop_t *L, int in_ready)
     }
 }
 
+/* A rank that is stopped (SIGSTOP) cannot answer its peers: when they end with TP_EXIT_PEER_FAILED, it is the cause. */
+static void print_stopped_cause(tprun_loop_t *L)
+{
+    char sig[32];
+    for (int r = 0; r < L->job->np; r++) {
+        tprun_rank_t *rank = &L->job->ranks[r];
+        if (!rank->running || rank->stopped_by == 0) continue;
+        tprun_say("rank %d (host %s, pid %d) stopped answering: it is stopped by signal %d (%s)", r, L->job->host,
+                  (int)rank->pid, rank->stopped_by, tprun_signal_name(rank->stopped_by, sig, sizeof(sig)));
+        return;
+    }
+}
+
 static void print_failure(tprun_loop_t *L, int r)
 {
     tprun_rank_t *rank = &L->job->ranks[r];
@@ -141,12 +155,15 @@ static void print_failure(tprun_loop_t *L, int r)
     tprun_status_describe(st, oom, cause, sizeof(cause));
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
         snprintf(extra, sizeof(extra), ": execve %s: %s", L->plan->program_path, strerror(rank->exec_errno));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
+        snprintf(extra, sizeof(extra), " (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)");
     else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
         snprintf(extra, sizeof(extra), ", sent by tprun %s", L->signals_seen > 1 ? "at the second signal"
                                                                                  : "after the grace period");
     else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by)
         snprintf(extra, sizeof(extra), ", forwarded by tprun (it received %s)",
                  tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED) print_stopped_cause(L);
     tprun_say("rank %d (host %s, pid %d) %s%s", r, L->job->host, (int)rank->pid, cause, extra);
 }
 
@@ -179,17 +196,43 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     tprun_stream_drain(&rank->err, &rank->prefix);
 }
 
+static int find_rank(const tprun_job_t *job, pid_t pid)
+{
+    for (int i = 0; i < job->np; i++)
+        if (job->ranks[i].pid == pid && job->ranks[i].running) return i;
+    return -1;
+}
+
+/* Whether a rank's end is a consequence, not a cause: libtp's fate path ends a rank whose peer failed with 70. */
+static int is_consequence(int wstatus)
+{
+    return !tprun_status_failed(wstatus) || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == TP_EXIT_PEER_FAILED);
+}
+
+typedef struct reaped {
+    int rank;
+    int wstatus;
+} reaped_t;
+
 static void reap(tprun_loop_t *L)
 {
     tprun_job_t *job = L->job;
+    siginfo_t si;
+    /* Stops and continues: a stopped rank is the likely cause when its peers give up on it. */
     for (;;) {
-        siginfo_t si;
         si.si_pid = 0;
-        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return;
+        if (waitid(P_ALL, 0, &si, WSTOPPED | WCONTINUED | WNOHANG) != 0 || si.si_pid == 0) break;
+        int r = find_rank(job, si.si_pid);
+        if (r >= 0) job->ranks[r].stopped_by = si.si_code == CLD_CONTINUED ? 0 : si.si_status;
+    }
+    /* Every rank that has ended, then causes before consequences: the killed rank before those its death ended. */
+    reaped_t *batch = L->batch;
+    int n = 0;
+    for (;;) {
+        si.si_pid = 0;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
         pid_t pid = si.si_pid;
-        int r = -1;
-        for (int i = 0; i < job->np && r < 0; i++)
-            if (job->ranks[i].pid == pid && job->ranks[i].running) r = i;
+        int r = find_rank(job, pid);
         /* Whatever the rank started dies with it; its unreaped zombie keeps the group id from being reused. */
         if (r >= 0) kill(-pid, SIGKILL);
         int st;
@@ -202,9 +245,17 @@ static void reap(tprun_loop_t *L)
             if (job->keeper.fd >= 0) close(job->keeper.fd);
             job->keeper.fd = -1;
         } else if (r >= 0) {
-            rank_ended(L, r, st);
+            job->ranks[r].running = 0; /* so find_rank skips it; rank_ended does the rest */
+            batch[n].rank = r;
+            batch[n++].wstatus = st;
         }
     }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++)
+            if (is_consequence(batch[i].wstatus) == pass) {
+                job->ranks[batch[i].rank].running = 1;
+                rank_ended(L, batch[i].rank, batch[i].wstatus);
+            }
 }
 
 static void on_signals(tprun_loop_t *L)
@@ -372,6 +423,8 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     tp_log(TP_LOG_DEBUG, "fate", "OOM kills counted from %s",
            tprun_oom_source()[0] ? tprun_oom_source() : "nowhere (not readable)");
     if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
+    L.batch = calloc((size_t)plan->np, sizeof(*L.batch));
+    if (L.batch == NULL) goto err_job;
     tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
            job.boot_port);
     if (plan->timeout_s > 0) L.timeout_deadline = now_s() + plan->timeout_s;
@@ -389,6 +442,7 @@ err_job:
     stdin_stop(&L);
     tprun_keeper_finish(&job.keeper);
     tprun_job_release(&job);
+    free(L.batch);
 err_loop:
     if (L.epfd >= 0) close(L.epfd);
     if (L.sigfd >= 0) close(L.sigfd);

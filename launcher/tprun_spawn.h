@@ -18,6 +18,7 @@ typedef struct tprun_rank {
     int wstatus;        /* once reaped */
     int exec_errno;     /* non-zero when execve failed in the child */
     int ended_by;       /* the signal tprun sent it last (SIGTERM, SIGKILL, a forwarded one), or 0 */
+    int stopped_by;     /* the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0 */
     tprun_prefix_t prefix;
     tprun_stream_t out, err;
 } tprun_rank_t;

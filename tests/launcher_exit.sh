@@ -53,4 +53,42 @@ chmod +x "$T/script"
 expect_eq "exec failure status" "$?" 127
 first_tprun_line "$T/err" | grep -q "exited with status 127: execve $T/script: Exec format error" ||
     fail "exec failure line: $(cat "$T/err")"
+# Causes before consequences: rank 1 is SIGKILLed, then rank 0 ends with TP_EXIT_PEER_FAILED (70) as libtp's
+# fate path would; tprun is stopped meanwhile, so it finds both ended at once, and still names rank 1.
+state() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+wait_state() { i=0; while [ "$(state "$1")" != "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; }
+"$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
+tp=$!
+wait_for_lines "$T/out" 3 10 'pid ' || fail "ranks did not start"
+pids=$(sed -n 's/^\[.\] pid //p' "$T/out")
+p0=$(sed -n 's/^\[0\] pid //p' "$T/out")
+victim=$(sed -n 's/^\[1\] pid //p' "$T/out")
+kill -STOP $tp
+wait_state $tp T
+kill -KILL "$victim"
+wait_state "$victim" Z
+kill -USR1 "$p0"
+wait_state "$p0" Z
+kill -CONT $tp
+wait $tp
+expect_eq "cause before consequence: status" "$?" 137
+first_tprun_line "$T/err" | grep -q "(host $host, pid $victim) killed by signal 9 (SIGKILL)\$" ||
+    fail "cause before consequence: $(cat "$T/err")"
+
+# A stopped rank is named as the cause when a peer ends with TP_EXIT_PEER_FAILED.
+"$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
+tp=$!
+wait_for_lines "$T/out" 3 10 'pid ' || fail "ranks did not start"
+pids=$(sed -n 's/^\[.\] pid //p' "$T/out")
+p0=$(sed -n 's/^\[0\] pid //p' "$T/out")
+p2=$(sed -n 's/^\[2\] pid //p' "$T/out")
+kill -STOP "$p2"
+wait_state "$p2" T
+kill -USR1 "$p0"
+wait $tp
+expect_eq "stopped rank: status" "$?" 70
+first_tprun_line "$T/err" | grep -Eq "^tprun: rank [12] \(host $host, pid $p2\) stopped answering: it is stopped by signal 19 \(SIGSTOP\)$" ||
+    fail "stopped rank first line: $(cat "$T/err")"
+sed -n 2p "$T/err" | grep -q "^tprun: rank 0 .* exited with status 70 (TP_EXIT_PEER_FAILED" || fail "stopped rank second line: $(cat "$T/err")"
+wait_dead 2 $pids || fail "stopped rank: a rank survived"
 finish

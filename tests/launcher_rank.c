@@ -11,6 +11,7 @@
  *   stdin        read stdin to EOF; print "stdin bytes=N path=<what fd 0 is>"
  *   partial      print "no newline" without a newline to stdout and "err line" to stderr
  *   alloc=MB     allocate and touch memory      ign=N        ignore signal N
+ *   usr1exit=N   exit with status N on SIGUSR1 (a test's stand-in for libtp's fate path)
  *   refused      print "boot_refused=1" once connecting to TP_BOOT_ADDR is refused (within 5 s), else 0
  *   keeper       print "keeper PID" for tprun's keeper process (a child of tprun named tprun-keeper)
  * With "check-lines NRANKS N LEN" instead, reads tprun's output on stdin and checks every line is whole.
@@ -169,6 +170,9 @@ static int check_lines(int nranks, long count, long linelen)
 
 static void on_term(int sig) { _exit(0); }
 
+static int usr1_status;
+static void on_usr1(int sig) { _exit(usr1_status); }
+
 static void run_action(const char *a)
 {
     if (strcmp(a, "env") == 0) {
@@ -220,6 +224,9 @@ static void run_action(const char *a)
             if (!refused) sleep_ms(50);
         }
         say("%d boot_refused=%d\n", my_rank, refused);
+    } else if (strncmp(a, "usr1exit=", 9) == 0) {
+        usr1_status = atoi(a + 9);
+        signal(SIGUSR1, on_usr1);
     } else if (strcmp(a, "termok") == 0) {
         signal(SIGTERM, on_term);
     } else if (strcmp(a, "child") == 0) {
