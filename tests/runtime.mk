@@ -29,3 +29,17 @@ update-env-doc: tests/config_doc
 	{ sed -n '1,/<!-- env-table:begin -->/p' $$doc; ./tests/config_doc; \
 	  sed -n '/<!-- env-table:end -->/,$$p' $$doc; } > $$doc.tmp && mv $$doc.tmp $$doc
 .PHONY: update-env-doc
+
+# The public header alone, as C and as C++.
+check_PROGRAMS += tests/api_header_c tests/api_header_cxx
+tests_api_header_c_SOURCES = tests/api_header_c.c
+tests_api_header_c_CPPFLAGS = -I$(top_srcdir)/include
+tests_api_header_c_CFLAGS = -std=c11 -Wall -Wextra -Wpedantic $(TP_WARN_CFLAGS)
+tests_api_header_c_LDADD = libtp.la
+tests_api_header_c_LDFLAGS = -no-install
+tests_api_header_cxx_SOURCES = tests/api_header_cxx.cc
+tests_api_header_cxx_CPPFLAGS = -I$(top_srcdir)/include
+tests_api_header_cxx_CXXFLAGS = -std=c++11 -Wall -Wextra -Wpedantic $(TP_WARN_CFLAGS)
+tests_api_header_cxx_LDADD = libtp.la
+tests_api_header_cxx_LDFLAGS = -no-install
+TESTS += tests/api_header_c tests/api_header_cxx
