@@ -206,7 +206,7 @@ void tprun_job_release(tprun_job_t *job)
     job->env_strings = NULL;
 }
 
-/* In the child: only system calls between fork and exec, everything else was prepared. */
+/* In the vforked child: only system calls (it shares tprun's memory until execve); everything was prepared. */
 static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int out_w, int err_w, pid_t parent)
 {
     if (job->reset_sigpipe) signal(SIGPIPE, SIG_DFL);
@@ -224,7 +224,7 @@ static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int ou
         else dup2(job->boot_fd, TPRUN_BOOT_FD);
     }
     execve(job->plan->program_path, job->plan->argv, job->envp[r]);
-    int report[2] = {r, errno};
+    int report[2] = {r, errno}; /* on the child's own part of the stack, below tprun's frames */
     ssize_t n = write(job->exec_pipe[1], report, sizeof(report));
     (void)n;
     _exit(127);
@@ -237,7 +237,8 @@ tp_status_t tprun_rank_start(tprun_job_t *job, int r)
     if (pipe2(out, O_CLOEXEC) != 0) goto err_pipe;
     if (pipe2(err, O_CLOEXEC) != 0) goto err_pipe_out;
     pid_t parent = getpid();
-    pid_t pid = fork();
+    /* vfork: no page tables copied and tprun waits only until the child's execve; the child writes no memory. */
+    pid_t pid = vfork();
     if (pid < 0) goto err_fork;
     if (pid == 0) child_exec(job, r, out[1], err[1], parent);
     /* Also here, so the group exists before tprun might signal it. */
