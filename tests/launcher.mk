@@ -16,6 +16,7 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_signals.sh \
 	tests/launcher_keeper.sh \
 	tests/launcher_timeout.sh \
-	tests/launcher_concurrent.sh
+	tests/launcher_concurrent.sh \
+	tests/launcher_oom.sh
 TESTS += tests/launcher_args_test $(LAUNCHER_SHELL_TESTS)
 EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh
