@@ -12,8 +12,8 @@
 
 #include "runtime_config.h"
 
-static const char *const torch_vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                         "MASTER_PORT"};
+static const char *const torch_vars[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                         "MASTER_ADDR", "MASTER_PORT"};
 
 int tprun_env_is_launcher_var(const char *name, size_t len, int torch_env)
 {
@@ -83,8 +83,7 @@ static tp_status_t parse_host_list(tprun_plan_t *plan, const char *opt, const ch
         const char *colon = memchr(p, ':', len);
         size_t name_len = colon != NULL ? (size_t)(colon - p) : len;
         long slots = 1;
-        if (name_len == 0)
-            return snprintf(err, err_len, "%s: empty host name in \"%s\"", opt, list), TP_ERR_INVALID;
+        if (name_len == 0) return snprintf(err, err_len, "%s: empty host name in \"%s\"", opt, list), TP_ERR_INVALID;
         if (colon != NULL) {
             char text[32];
             size_t tl = len - name_len - 1;
@@ -121,8 +120,8 @@ static tp_status_t parse_hostfile(tprun_plan_t *plan, const char *path, char *er
         long slots = 1;
         for (char *tok = strtok_r(NULL, " \t", &save); tok != NULL; tok = strtok_r(NULL, " \t", &save)) {
             if (strncmp(tok, "slots=", 6) != 0 || parse_count(tok + 6, TPRUN_MAX_RANKS, &slots) != 0) {
-                snprintf(err, err_len, "--hostfile %s: line %d: expected slots=N (a positive count), got \"%s\"",
-                         path, lineno, tok);
+                snprintf(err, err_len, "--hostfile %s: line %d: expected slots=N (a positive count), got \"%s\"", path,
+                         lineno, tok);
                 st = TP_ERR_INVALID;
                 break;
             }
@@ -193,7 +192,8 @@ static tp_status_t parse_env_option(tprun_plan_t *plan, const char *arg, char *c
 static tp_status_t check_candidate(const char *given, const char *path, char *err, size_t err_len)
 {
     struct stat st;
-    if (stat(path, &st) != 0) return snprintf(err, err_len, "program \"%s\": %s", given, strerror(errno)), TP_ERR_NOT_FOUND;
+    if (stat(path, &st) != 0)
+        return snprintf(err, err_len, "program \"%s\": %s", given, strerror(errno)), TP_ERR_NOT_FOUND;
     if (S_ISDIR(st.st_mode))
         return snprintf(err, err_len, "program \"%s\": %s is a directory", given, path), TP_ERR_INVALID;
     if (!S_ISREG(st.st_mode) || access(path, X_OK) != 0)
@@ -369,7 +369,8 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
     }
     for (size_t h = 0; h < plan->num_hosts; h++)
         if (!tprun_host_is_local(plan->hosts[h].name, hostname))
-            return snprintf(err, err_len, "host \"%s\": remote hosts need the ssh launcher, which is not implemented yet",
+            return snprintf(err, err_len,
+                            "host \"%s\": remote hosts need the ssh launcher, which is not implemented yet",
                             plan->hosts[h].name),
                    TP_ERR_INVALID;
     if (plan->hosts != NULL && plan->total_slots < plan->np)
@@ -414,29 +415,28 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
 
 void tprun_usage(int fd)
 {
-    dprintf(fd,
-            "usage: tprun -n N [options] [--] program [args...]\n"
-            "Starts N ranks of program on this machine, each with the tprun environment (docs/USAGE.md).\n"
-            "\n"
-            "  -n, --np N            number of ranks (default with -H/--hostfile: their total slots)\n"
-            "  -H, --host LIST       hosts as host[:slots][,host[:slots]...] (1 slot by default)\n"
-            "      --hostfile FILE   hosts, one \"host [slots=N]\" per line, '#' comments\n"
-            "                        (-H and --hostfile add up; only this machine is supported for now)\n"
-            "  -x VAR                check that VAR is set and pass it to every rank\n"
-            "  -x VAR=value          set VAR for every rank (repeatable; a later one wins)\n"
-            "      --tag-output      prefix each line of output with \"[rank] \"\n"
-            "      --timeout SEC     end the job after SEC seconds, exit status 124 (default: TP_TIMEOUT)\n"
-            "      --grace SEC       seconds from SIGTERM to SIGKILL when the job is ended, 0 for at once\n"
-            "                        (default: TP_KILL_GRACE, 1)\n"
-            "      --no-torch-env    do not set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
-            "                        MASTER_PORT (also TP_TORCH_ENV=0)\n"
-            "      --info            print the TP_* variables with their defaults and values, then exit\n"
-            "      --version         print the version and exit\n"
-            "  -h, --help            print this help and exit\n"
-            "  --                    end of options\n"
-            "\n"
-            "An option given twice takes its last value (-n, --timeout, --grace); -H, --hostfile and -x add up.\n"
-            "Exit status: 0 when every rank exits 0; else the first failing rank's exit status, or 128+signal\n"
-            "when it was killed; 124 on --timeout; 2 for a bad command line or TP_* variable (nothing started);\n"
-            "125 when tprun itself fails to start the job.\n");
+    dprintf(fd, "usage: tprun -n N [options] [--] program [args...]\n"
+                "Starts N ranks of program on this machine, each with the tprun environment (docs/USAGE.md).\n"
+                "\n"
+                "  -n, --np N            number of ranks (default with -H/--hostfile: their total slots)\n"
+                "  -H, --host LIST       hosts as host[:slots][,host[:slots]...] (1 slot by default)\n"
+                "      --hostfile FILE   hosts, one \"host [slots=N]\" per line, '#' comments\n"
+                "                        (-H and --hostfile add up; only this machine is supported for now)\n"
+                "  -x VAR                check that VAR is set and pass it to every rank\n"
+                "  -x VAR=value          set VAR for every rank (repeatable; a later one wins)\n"
+                "      --tag-output      prefix each line of output with \"[rank] \"\n"
+                "      --timeout SEC     end the job after SEC seconds, exit status 124 (default: TP_TIMEOUT)\n"
+                "      --grace SEC       seconds from SIGTERM to SIGKILL when the job is ended, 0 for at once\n"
+                "                        (default: TP_KILL_GRACE, 1)\n"
+                "      --no-torch-env    do not set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
+                "                        MASTER_PORT (also TP_TORCH_ENV=0)\n"
+                "      --info            print the TP_* variables with their defaults and values, then exit\n"
+                "      --version         print the version and exit\n"
+                "  -h, --help            print this help and exit\n"
+                "  --                    end of options\n"
+                "\n"
+                "An option given twice takes its last value (-n, --timeout, --grace); -H, --hostfile and -x add up.\n"
+                "Exit status: 0 when every rank exits 0; else the first failing rank's exit status, or 128+signal\n"
+                "when it was killed; 124 on --timeout; 2 for a bad command line or TP_* variable (nothing started);\n"
+                "125 when tprun itself fails to start the job.\n");
 }

@@ -20,21 +20,21 @@ typedef struct tprun_host {
 } tprun_host_t;
 
 typedef struct tprun_plan {
-    int np;                /* number of ranks */
-    tprun_host_t *hosts;   /* from -H and --hostfile, in order; NULL when neither was given */
+    int np;              /* number of ranks */
+    tprun_host_t *hosts; /* from -H and --hostfile, in order; NULL when neither was given */
     size_t num_hosts;
     long total_slots;
-    char **env_set;        /* "VAR=value" from -x, for every rank (later ones win) */
+    char **env_set; /* "VAR=value" from -x, for every rank (later ones win) */
     size_t num_env_set;
     int tag_output;
-    double timeout_s;      /* 0: no timeout */
-    double grace_s;        /* SIGTERM to SIGKILL; 0 kills at once */
+    double timeout_s; /* 0: no timeout */
+    double grace_s;   /* SIGTERM to SIGKILL; 0 kills at once */
     int torch_env;
     int want_help;
     int want_version;
     int want_info;
-    char *program_path;    /* the resolved file that each rank executes */
-    char **argv;           /* the program and its arguments, as given (points into the caller's argv) */
+    char *program_path; /* the resolved file that each rank executes */
+    char **argv;        /* the program and its arguments, as given (points into the caller's argv) */
 } tprun_plan_t;
 
 /*

@@ -22,8 +22,8 @@
 extern char **environ;
 
 /* epoll ids beyond the ranks' streams (rank r's stdout is 2r, its stderr 2r+1). */
-#define ID_SIGNALS 0xfffffff0u
-#define ID_STDIN_IN 0xfffffff1u
+#define ID_SIGNALS   0xfffffff0u
+#define ID_STDIN_IN  0xfffffff1u
 #define ID_STDIN_OUT 0xfffffff2u
 
 typedef struct tprun_loop {
@@ -31,13 +31,13 @@ typedef struct tprun_loop {
     const tprun_plan_t *plan;
     int epfd;
     int sigfd;
-    int running;        /* ranks started and not reaped */
-    int started;        /* ranks started */
-    int first_failure;  /* the rank whose failure decides the exit status, or -1 */
+    int running;       /* ranks started and not reaped */
+    int started;       /* ranks started */
+    int first_failure; /* the rank whose failure decides the exit status, or -1 */
     int exit_status;
     int timed_out;
     int launch_failed;
-    int signals_seen;   /* SIGINT, SIGTERM, SIGHUP received */
+    int signals_seen;        /* SIGINT, SIGTERM, SIGHUP received */
     double kill_deadline;    /* when tprun SIGKILLs what is left; 0 when not set */
     double timeout_deadline; /* 0 without --timeout */
     long long oom_base;
@@ -158,8 +158,8 @@ static void print_failure(tprun_loop_t *L, int r)
     else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
         snprintf(extra, sizeof(extra), " (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)");
     else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
-        snprintf(extra, sizeof(extra), ", sent by tprun %s", L->signals_seen > 1 ? "at the second signal"
-                                                                                 : "after the grace period");
+        snprintf(extra, sizeof(extra), ", sent by tprun %s",
+                 L->signals_seen > 1 ? "at the second signal" : "after the grace period");
     else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by)
         snprintf(extra, sizeof(extra), ", forwarded by tprun (it received %s)",
                  tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
@@ -239,8 +239,8 @@ static void reap(tprun_loop_t *L)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
         if (pid == job->keeper.pid) {
-            tp_log(TP_LOG_WARN, "keeper", "the keeper (pid %d) ended early; ranks are not cleaned up if tprun is killed",
-                   (int)pid);
+            tp_log(TP_LOG_WARN, "keeper",
+                   "the keeper (pid %d) ended early; ranks are not cleaned up if tprun is killed", (int)pid);
             job->keeper.pid = 0;
             if (job->keeper.fd >= 0) close(job->keeper.fd);
             job->keeper.fd = -1;
@@ -290,8 +290,7 @@ static void on_timeout(tprun_loop_t *L)
     running_ranks(L, ranks, sizeof(ranks));
     L->timed_out = 1;
     L->exit_status = TP_EXIT_TIMEOUT;
-    tprun_say("timeout: the job ran longer than %g s (--timeout); ranks still running: %s", L->plan->timeout_s,
-              ranks);
+    tprun_say("timeout: the job ran longer than %g s (--timeout); ranks still running: %s", L->plan->timeout_s, ranks);
     teardown(L);
 }
 

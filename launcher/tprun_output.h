@@ -7,8 +7,8 @@
 
 /* One stream of one rank: the read end of its pipe and the bytes of a line not yet complete. */
 typedef struct tprun_stream {
-    int fd;         /* read end (non-blocking), -1 once closed */
-    int out_fd;     /* where its lines go: 1 or 2 */
+    int fd;     /* read end (non-blocking), -1 once closed */
+    int out_fd; /* where its lines go: 1 or 2 */
     char *buf;
     size_t len;     /* bytes held */
     size_t scanned; /* bytes of buf known to hold no newline */

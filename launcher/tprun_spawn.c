@@ -157,8 +157,8 @@ tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *
         tprun_stream_init(&job->ranks[r].out, -1, STDOUT_FILENO);
         tprun_stream_init(&job->ranks[r].err, -1, STDERR_FILENO);
         if (plan->tag_output)
-            job->ranks[r].prefix.len = (size_t)snprintf(job->ranks[r].prefix.text, sizeof(job->ranks[r].prefix.text),
-                                                        "[%d] ", r);
+            job->ranks[r].prefix.len =
+                (size_t)snprintf(job->ranks[r].prefix.text, sizeof(job->ranks[r].prefix.text), "[%d] ", r);
     }
     job->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (job->devnull_fd < 0 || pipe2(job->exec_pipe, O_CLOEXEC) != 0) {

@@ -13,12 +13,12 @@
 #define TPRUN_BOOT_FD 3
 
 typedef struct tprun_rank {
-    pid_t pid;          /* also its process group; 0 before it starts */
-    int running;        /* started and not yet reaped */
-    int wstatus;        /* once reaped */
-    int exec_errno;     /* non-zero when execve failed in the child */
-    int ended_by;       /* the signal tprun sent it last (SIGTERM, SIGKILL, a forwarded one), or 0 */
-    int stopped_by;     /* the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0 */
+    pid_t pid;      /* also its process group; 0 before it starts */
+    int running;    /* started and not yet reaped */
+    int wstatus;    /* once reaped */
+    int exec_errno; /* non-zero when execve failed in the child */
+    int ended_by;   /* the signal tprun sent it last (SIGTERM, SIGKILL, a forwarded one), or 0 */
+    int stopped_by; /* the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0 */
     tprun_prefix_t prefix;
     tprun_stream_t out, err;
 } tprun_rank_t;
@@ -35,15 +35,15 @@ typedef struct tprun_job {
     char host[256];
     char job_id[320];
     char job_key[33];
-    int boot_fd;   /* the listening socket, until rank 0 has it */
+    int boot_fd; /* the listening socket, until rank 0 has it */
     int boot_port;
     char **envp_mem; /* all ranks' environment arrays, rank r's at envp[r] */
     char ***envp;
     char *env_strings;
     int devnull_fd;
-    int stdin_tty;   /* tprun's stdin is a terminal: forward it through stdin_pipe */
+    int stdin_tty; /* tprun's stdin is a terminal: forward it through stdin_pipe */
     int stdin_pipe[2];
-    int exec_pipe[2]; /* children report a failed execve here as {rank, errno} */
+    int exec_pipe[2];    /* children report a failed execve here as {rank, errno} */
     sigset_t child_mask; /* tprun's signal mask at start, restored in each rank */
     int reset_sigpipe;   /* SIGPIPE was not ignored at start: restore its default in each rank */
     tprun_keeper_t keeper;

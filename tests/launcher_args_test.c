@@ -13,14 +13,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                                          \
-    do {                                                                                                          \
-        if (!(cond)) {                                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                              \
-            fprintf(stderr, __VA_ARGS__);                                                                         \
-            fputc('\n', stderr);                                                                                  \
-            failures++;                                                                                           \
-        }                                                                                                         \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 static char *const base_env[] = {"PATH=/usr/bin:/bin", "HOME=/root", NULL};
@@ -150,7 +150,8 @@ static void test_errors(void)
     expect_error("-n 2 -H localhost,,vm true", "-H: empty host name in \"localhost,,vm\"");
     expect_error("-n 3 -H localhost:2 true", "-n 3 needs 3 slots, but -H/--hostfile give only 2");
     expect_error("-n 2 -x 1A=2 true", "-x: expected VAR or VAR=value with a variable name, got \"1A=2\"");
-    expect_error("-n 2 -x TP_RANK=3 true", "-x TP_RANK: tprun sets this variable for each rank; it cannot be overridden");
+    expect_error("-n 2 -x TP_RANK=3 true",
+                 "-x TP_RANK: tprun sets this variable for each rank; it cannot be overridden");
     expect_error("-n 2 -x MASTER_PORT=3 true",
                  "-x MASTER_PORT: tprun sets this variable for each rank; it cannot be overridden");
     expect_error("-n 2 -x NOT_SET_ANYWHERE true",
@@ -172,7 +173,8 @@ static void test_hosts_and_formats(void)
     CHECK(tprun_host_is_local("localhost", host) && tprun_host_is_local("LOCALHOST", host), "localhost");
     CHECK(tprun_host_is_local("127.0.0.1", host) && tprun_host_is_local("127.8.9.10", host), "127/8");
     CHECK(tprun_host_is_local("vm", host) && tprun_host_is_local("vm.example.org", host), "own names");
-    CHECK(!tprun_host_is_local("vm2", host) && !tprun_host_is_local("v", host) && !tprun_host_is_local("128.0.0.1", host),
+    CHECK(!tprun_host_is_local("vm2", host) && !tprun_host_is_local("v", host) &&
+              !tprun_host_is_local("128.0.0.1", host),
           "others");
     char buf[128];
     int ranks[] = {0, 1, 2, 3, 5, 7, 8};
@@ -188,7 +190,8 @@ static void test_hosts_and_formats(void)
     CHECK(strcmp(buf, "killed by the kernel's OOM killer (SIGKILL)") == 0, "%s", buf);
     tprun_status_describe(SIGSEGV | 0x80, 1, buf, sizeof(buf));
     CHECK(strcmp(buf, "killed by signal 11 (SIGSEGV)") == 0, "%s", buf);
-    CHECK(tprun_status_code(SIGTERM) == 143 && tprun_status_code(255 << 8) == 255 && tprun_status_code(0) == 0, "codes");
+    CHECK(tprun_status_code(SIGTERM) == 143 && tprun_status_code(255 << 8) == 255 && tprun_status_code(0) == 0,
+          "codes");
     CHECK(!tprun_status_failed(0) && tprun_status_failed(1 << 8) && tprun_status_failed(SIGINT), "failed");
 }
 

@@ -79,10 +79,11 @@ static int file_contains(const char *path, const char *text)
 
 static void print_env(void)
 {
-    static const char *const names[] = {"TP_RANK", "TP_WORLD_SIZE", "TP_LOCAL_RANK", "TP_LOCAL_WORLD_SIZE",
-                                        "TP_NODE_RANK", "TP_JOB_ID", "TP_JOB_KEY", "TP_BOOT_ADDR", "TP_BOOT_FD",
-                                        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                        "MASTER_PORT", "TEST_X", "TEST_Y"};
+    static const char *const names[] = {
+        "TP_RANK",    "TP_WORLD_SIZE", "TP_LOCAL_RANK",    "TP_LOCAL_WORLD_SIZE", "TP_NODE_RANK",
+        "TP_JOB_ID",  "TP_JOB_KEY",    "TP_BOOT_ADDR",     "TP_BOOT_FD",          "RANK",
+        "WORLD_SIZE", "LOCAL_RANK",    "LOCAL_WORLD_SIZE", "MASTER_ADDR",         "MASTER_PORT",
+        "TEST_X",     "TEST_Y"};
     char out[8192];
     size_t len = 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -115,10 +116,9 @@ static void print_env(void)
     const char *key = getenv("TP_JOB_KEY");
     char ppath[64];
     snprintf(ppath, sizeof(ppath), "/proc/%d/cmdline", (int)getppid());
-    len += (size_t)snprintf(out + len, sizeof(out) - len, "%d sockets=%d\n%d key_in_cmdline=%d\n%d own_pgroup=%d\n",
-                            my_rank, sockets, my_rank,
-                            file_contains("/proc/self/cmdline", key) || file_contains(ppath, key), my_rank,
-                            getpgrp() == getpid());
+    len += (size_t)snprintf(
+        out + len, sizeof(out) - len, "%d sockets=%d\n%d key_in_cmdline=%d\n%d own_pgroup=%d\n", my_rank, sockets,
+        my_rank, file_contains("/proc/self/cmdline", key) || file_contains(ppath, key), my_rank, getpgrp() == getpid());
     write_all(1, out, len);
 }
 
@@ -162,7 +162,8 @@ static int check_lines(int nranks, long count, long linelen)
         }
     }
     for (int r = 0; r < nranks; r++)
-        if (seen[r] != count) fprintf(stderr, "check-lines: rank %d: %ld whole lines, expected %ld\n", r, seen[r], count), bad = 1;
+        if (seen[r] != count)
+            fprintf(stderr, "check-lines: rank %d: %ld whole lines, expected %ld\n", r, seen[r], count), bad = 1;
     free(line);
     free(seen);
     return bad;
@@ -197,24 +198,33 @@ static void run_action(const char *a)
     } else if (strncmp(a, "ign=", 4) == 0) {
         signal(atoi(a + 4), SIG_IGN);
     } else if (strcmp(a, "keeper") == 0) {
-        char path[64], list[4096], comm[64];
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getppid(), (int)getppid());
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(list, 1, sizeof(list) - 1, f) : 0;
-        if (f) fclose(f);
-        list[n] = '\0';
-        for (char *save = NULL, *w = strtok_r(list, " \n", &save); w != NULL; w = strtok_r(NULL, " \n", &save)) {
-            snprintf(path, sizeof(path), "/proc/%s/comm", w);
-            f = fopen(path, "r");
-            if (f == NULL) continue;
-            if (fgets(comm, sizeof(comm), f) != NULL && strcmp(comm, "tprun-keeper\n") == 0) say("keeper %s\n", w);
-            fclose(f);
+        /* The keeper names itself right after its fork: retry until it has (or 5 s have passed). */
+        int found = 0;
+        for (int tries = 0; tries < 100 && !found; tries++) {
+            char path[64], list[4096], comm[64];
+            snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getppid(), (int)getppid());
+            FILE *f = fopen(path, "r");
+            size_t n = f ? fread(list, 1, sizeof(list) - 1, f) : 0;
+            if (f) fclose(f);
+            list[n] = '\0';
+            for (char *save = NULL, *w = strtok_r(list, " \n", &save); w != NULL; w = strtok_r(NULL, " \n", &save)) {
+                snprintf(path, sizeof(path), "/proc/%s/comm", w);
+                f = fopen(path, "r");
+                if (f == NULL) continue;
+                if (fgets(comm, sizeof(comm), f) != NULL && strcmp(comm, "tprun-keeper\n") == 0) {
+                    say("keeper %s\n", w);
+                    found = 1;
+                }
+                fclose(f);
+            }
+            if (!found) sleep_ms(50);
         }
     } else if (strcmp(a, "refused") == 0) {
         /* Once rank 0 has ended nobody may hold the listener: not tprun, not the keeper, not another rank. */
         const char *addr = getenv("TP_BOOT_ADDR");
         const char *colon = addr ? strrchr(addr, ':') : NULL;
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(colon ? atoi(colon + 1) : 0),
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(colon ? atoi(colon + 1) : 0),
                                  .sin_addr = {htonl(INADDR_LOOPBACK)}};
         int refused = 0;
         for (int i = 0; i < 100 && !refused; i++) {
@@ -269,7 +279,8 @@ static void run_action(const char *a)
 
 int main(int argc, char **argv)
 {
-    if (argc == 5 && strcmp(argv[1], "check-lines") == 0) return check_lines(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
+    if (argc == 5 && strcmp(argv[1], "check-lines") == 0)
+        return check_lines(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
     const char *r = getenv("TP_RANK");
     my_rank = r ? atoi(r) : 0;
     const char *mine = NULL;
