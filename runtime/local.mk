@@ -12,6 +12,7 @@ libtp_la_SOURCES += \
 	runtime/runtime_env.c runtime/runtime_env.h \
 	runtime/runtime_fate.c runtime/runtime_fate.h \
 	runtime/runtime_init.c \
+	runtime/runtime_pmix.c runtime/runtime_pmix.h \
 	runtime/runtime_record.c runtime/runtime_record.h \
 	runtime/runtime_wire.c runtime/runtime_wire.h \
 	runtime/runtime_world.h
@@ -21,3 +22,8 @@ libtp_la_SOURCES += \
 	runtime/coll_algos.c runtime/coll_allreduce.c \
 	runtime/coll_frame.c runtime/coll_frame.h \
 	runtime/coll_reduce.c runtime/coll_reduce.h
+# PMIx: ranks started by mpirun or srun --mpi=pmix learn the world and rank 0's address through it.
+libtp_la_CPPFLAGS = $(AM_CPPFLAGS) $(TP_PMIX_CFLAGS)
+if HAVE_PMIX
+libtp_la_LIBADD += $(TP_PMIX_LIBS)
+endif

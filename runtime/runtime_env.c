@@ -8,6 +8,7 @@
 #include "runtime_config.h"
 #include "runtime_env.h"
 #include "runtime_log.h"
+#include "runtime_pmix.h"
 #include "runtime_wire.h"
 
 extern char **environ;
@@ -181,6 +182,8 @@ tp_status_t tp_world_from_env(tp_world_t *w)
     if (s != TP_OK) return s;
     if (getenv("TP_RANK") != NULL)
         s = read_tprun(w);
+    else if (tp_pmix_started()) /* PMIx hook: started by mpirun or srun --mpi=pmix */
+        s = tp_pmix_world(w);
     else if (getenv("RANK") != NULL || getenv("WORLD_SIZE") != NULL)
         s = read_torchrun(w);
     else {

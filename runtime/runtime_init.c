@@ -8,6 +8,7 @@
 #include "runtime_env.h"
 #include "runtime_fate.h"
 #include "runtime_log.h"
+#include "runtime_pmix.h"
 #include "runtime_record.h"
 
 struct tp_attr {
@@ -152,6 +153,7 @@ static void world_free(tp_world_t *w)
     free_settings(w->settings, w->num_settings);
     free(w->peers);
     free(w->fate_fds);
+    if (w->source == TP_WORLD_PMIX) tp_pmix_finalize(); /* PMIx hook */
     free(w);
 }
 
@@ -166,7 +168,10 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     if (w == NULL) return TP_ERR_NO_MEMORY;
     tp_status_t s = tp_world_from_env(w);
     if (s == TP_OK) s = build_settings(w, attr);
-    if (s == TP_OK && w->size > 1) s = tp_boot_connect(w);
+    if (s == TP_OK && w->size > 1 && w->rank == 0) s = tp_boot_connect(w);
+    /* PMIx hook: rank 0's listener address and a fresh job key reach the others through one fence. */
+    if (s == TP_OK && w->size > 1 && w->source == TP_WORLD_PMIX) s = tp_pmix_share_boot(w);
+    if (s == TP_OK && w->size > 1 && w->rank != 0) s = tp_boot_connect(w);
     if (s == TP_OK && w->size == 1) snprintf(w->advertise_ip, sizeof(w->advertise_ip), "127.0.0.1");
     if (s == TP_OK) s = tp_transports_open(w);
     if (s == TP_OK) s = w->size > 1 ? tp_boot_exchange(w) : singleton_table(w);

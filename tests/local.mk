@@ -5,3 +5,4 @@ LOG_COMPILER = timeout -k 5 300
 include tests/launcher.mk
 include tests/runtime.mk
 include tests/coll.mk
+include tests/pmix.mk
