@@ -410,6 +410,7 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
     me.host[sizeof(me.host) - 1] = '\0';
     snprintf(me.boot_ip, sizeof(me.boot_ip), "%s", w->advertise_ip);
     snprintf(me.addresses, sizeof(me.addresses), "%s", w->my_addresses);
+    tp_kernel_identity(me.kernel, sizeof(me.kernel));
     int n = tp_record_format(&me, w->settings, w->num_settings, record, cap);
     tp_status_t s;
     if (n < 0) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "runtime_log.h"
@@ -17,9 +18,11 @@
 
 #define FATE_CALLBACKS_MAX 64
 #define FATE_MSG_MAX 4096
+#define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
 
 typedef struct fate_peer {
     int fd;
+    int pidfd;     /* the peer's process, when it runs on this kernel: its death is seen without a relay */
     int bye;       /* it called tp_finalize */
     int64_t last_rx;
     tp_msg_reader_t reader;
@@ -182,6 +185,15 @@ static int all_bye(int self_finalizing)
     return 1;
 }
 
+/* A peer process on this host ended: a failure unless this rank or that peer is finalizing. */
+static void on_peer_exit(int r, int finalizing)
+{
+    fate_peer_t *p = &fate.peers[r];
+    close(p->pidfd);
+    p->pidfd = -1;
+    if (!finalizing && !p->bye) fail_job(r, ENDED_WITHOUT_FINALIZE);
+}
+
 /* Reads what a peer sent; returns 1 when this rank's finalize is complete. */
 static int service_peer(int r, int64_t now)
 {
@@ -194,7 +206,7 @@ static int service_peer(int r, int64_t now)
             close(p->fd);
             p->fd = -1;
             if (p->bye) return 0; /* it finished its work and called tp_finalize */
-            fail_job(r, "its connection closed without tp_finalize (the process died or exited)");
+            fail_job(r, ENDED_WITHOUT_FINALIZE);
         }
         if (rr == TP_READ_ERROR) {
             snprintf(reason, sizeof(reason), "broke the fate protocol: %s", why);
@@ -218,8 +230,8 @@ static int service_peer(int r, int64_t now)
 static void *fate_main(void *arg)
 {
     tp_world_t *w = arg;
-    struct pollfd *pfd = calloc((size_t)w->size + 1, sizeof(*pfd));
-    int *who = calloc((size_t)w->size + 1, sizeof(int));
+    struct pollfd *pfd = calloc(2 * (size_t)w->size + 1, sizeof(*pfd));
+    int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
     int64_t next_hb = tp_now_ns();
     int sent_bye = 0, finalizing = 0;
     if (pfd == NULL || who == NULL) fail_job(-1, "out of memory in the fate thread");
@@ -235,7 +247,12 @@ static void *fate_main(void *arg)
         who[n++] = -1;
         for (int r = 0; r < w->size; r++) {
             fate_peer_t *p = &fate.peers[r];
-            if (r == w->rank || p->fd < 0) continue;
+            if (r == w->rank) continue;
+            if (p->pidfd >= 0) {
+                pfd[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+                who[n++] = -2 - r;
+            }
+            if (p->fd < 0) continue;
             if (now - p->last_rx > fate.timeout_ns) {
                 char reason[128];
                 snprintf(reason, sizeof(reason), "sent nothing for %g s (stopped or hung; TP_HEARTBEAT_TIMEOUT)",
@@ -250,8 +267,13 @@ static void *fate_main(void *arg)
         int rc = poll(pfd, (nfds_t)n, ms);
         if (rc < 0 && errno != EINTR) fail_job(-1, "poll failed in the fate thread");
         now = tp_now_ns();
-        for (int i = 1; rc > 0 && i < n; i++)
-            if (pfd[i].revents && service_peer(who[i], now)) goto finished;
+        for (int i = 1; rc > 0 && i < n; i++) {
+            if (!pfd[i].revents) continue;
+            if (who[i] <= -2)
+                on_peer_exit(-2 - who[i], sent_bye || finalizing);
+            else if (fate.peers[who[i]].fd >= 0 && service_peer(who[i], now))
+                goto finished;
+        }
         if (rc > 0 && pfd[0].revents) {
             uint64_t v;
             if (read(fate.wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */
@@ -292,8 +314,12 @@ tp_status_t tp_fate_start(tp_world_t *w)
     fate.peers = calloc((size_t)w->size, sizeof(*fate.peers));
     if (fate.peers == NULL) return TP_ERR_NO_MEMORY;
     int64_t now = tp_now_ns();
+    const char *kernel = w->peers[w->rank].kernel;
     for (int r = 0; r < w->size; r++) {
         fate.peers[r].fd = w->fate_fds[r];
+        fate.peers[r].pidfd = -1;
+        if (r != w->rank && kernel[0] != '\0' && strcmp(w->peers[r].kernel, kernel) == 0)
+            fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0); /* -1: the connection alone */
         fate.peers[r].last_rx = now;
         if (fate.peers[r].fd >= 0) tp_fd_set_nonblocking(fate.peers[r].fd);
         tp_msg_reader_init(&fate.peers[r].reader, FATE_MSG_MAX);
@@ -328,6 +354,7 @@ tp_status_t tp_fate_finalize(tp_world_t *w)
     pthread_join(fate.thread, NULL);
     for (int r = 0; r < w->size; r++) {
         if (fate.peers[r].fd >= 0) close(fate.peers[r].fd);
+        if (fate.peers[r].pidfd >= 0) close(fate.peers[r].pidfd);
         w->fate_fds[r] = -1;
         tp_msg_reader_free(&fate.peers[r].reader);
     }

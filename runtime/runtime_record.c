@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len)
 {
@@ -29,14 +30,32 @@ int tp_setting_valid(const char *key, const char *value, char *why, size_t why_l
     return 1;
 }
 
+void tp_kernel_identity(char *out, size_t len)
+{
+    char boot_id[48] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(boot_id, sizeof(boot_id), f) == NULL) boot_id[0] = '\0';
+        fclose(f);
+    }
+    boot_id[strcspn(boot_id, "\n")] = '\0';
+    struct stat st;
+    if (boot_id[0] == '\0' || stat("/proc/self/ns/pid", &st) != 0) {
+        out[0] = '\0'; /* unknown: no peer will be watched through its pid */
+        return;
+    }
+    snprintf(out, len, "%s/%llu", boot_id, (unsigned long long)st.st_ino);
+}
+
 int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
                      size_t out_len)
 {
     size_t used = 0;
     int n = snprintf(out, out_len,
-                     "rank=%d\npid=%d\nhost=%s\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\nboot_ip=%s\naddresses=%s\n",
+                     "rank=%d\npid=%d\nhost=%s\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\nboot_ip=%s\naddresses=%s\n"
+                     "kernel=%s\n",
                      r->rank, (int)r->pid, r->host, r->local_rank, r->local_size, r->node_rank, r->boot_ip,
-                     r->addresses);
+                     r->addresses, r->kernel);
     if (n < 0 || (size_t)n >= out_len) return -1;
     used = (size_t)n;
     for (int i = 0; i < num_settings; i++) {
@@ -117,6 +136,7 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), bit = 32;
         else if (strcmp(k, "boot_ip") == 0) ok = copy_field(v, r->boot_ip, sizeof(r->boot_ip)), bit = 64;
         else if (strcmp(k, "addresses") == 0) ok = copy_field(v, r->addresses, sizeof(r->addresses)), bit = 128;
+        else if (strcmp(k, "kernel") == 0) ok = copy_field(v, r->kernel, sizeof(r->kernel)), bit = 256;
         else if (strncmp(k, "set.", 4) == 0) {
             ok = tp_setting_valid(k + 4, v, why, why_len) && out->num_settings < TP_SETTINGS_MAX;
             if (ok) {
@@ -146,7 +166,7 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         }
         seen |= bit;
     }
-    if (seen != 255) {
+    if (seen != 511) {
         snprintf(why, why_len, "record lacks required fields");
         goto bad;
     }

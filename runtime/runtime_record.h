@@ -20,6 +20,9 @@ typedef struct tp_checkin {
 /* Checks a setting's key and value: a reason in why when refused. */
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len);
 
+/* This process's kernel and pid namespace ("boot_id/pidns inode"), or "" when unknown. */
+void tp_kernel_identity(char *out, size_t len);
+
 /* Appends a record and its settings as "key=value" lines ending with "end\n"; returns bytes or -1 if too long. */
 int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
                      size_t out_len);

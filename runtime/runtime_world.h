@@ -21,6 +21,7 @@ typedef struct tp_peer_record {
     pid_t pid;
     char host[TP_HOST_MAX];
     char boot_ip[64];             /* the address it reached rank 0 from: where peers can reach it */
+    char kernel[80];              /* boot id and pid namespace: equal means its pid is valid here */
     char addresses[TP_ADDRS_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
 } tp_peer_record_t;
 

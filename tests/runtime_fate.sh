@@ -30,9 +30,9 @@ fate_case() {
     [ $ok = 1 ] && pass "$name"
 }
 
-fate_case kill1 4 1 KILL "its connection closed without tp_finalize"
-fate_case kill0 4 0 KILL "its connection closed without tp_finalize"
-fate_case kill16 16 5 KILL "its connection closed without tp_finalize"
+fate_case kill1 4 1 KILL "it ended without tp_finalize"
+fate_case kill0 4 0 KILL "it ended without tp_finalize"
+fate_case kill16 16 5 KILL "it ended without tp_finalize"
 TP_HEARTBEAT_TIMEOUT=0.3 fate_case stop2 4 2 STOP "sent nothing for 0.3 s (stopped or hung"
 TP_HEARTBEAT_TIMEOUT=0.3 fate_case stop0 3 0 STOP "sent nothing for 0.3 s (stopped or hung"
 
@@ -41,7 +41,7 @@ port=$(free_port)
 torch_job 3 "$port" "$TEST_DIR/x" "$RANK_PROG" exit 1 0
 for r in 0 2; do
     wait_status "${JOB_PIDS[$r]}"; st=$ST
-    [ "$st" = 70 ] && grep -q "peer rank 1 .* failed: its connection closed without tp_finalize" "$TEST_DIR/x.$r.err" &&
+    [ "$st" = 70 ] && grep -q "peer rank 1 .* failed: it ended without tp_finalize" "$TEST_DIR/x.$r.err" &&
         pass "exit without finalize seen by rank $r" || fail "exit without finalize, rank $r: status $st"
 done
 

@@ -94,11 +94,11 @@ static void test_records(void)
     tp_checkin_free(&c);
     static const char *const bad[] = {
         "rank=1\nend\n",                                                      /* fields missing */
-        "rank=x\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nend\n",
-        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nbogus=1\nend\n",
-        "rank=1\nrank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nend\n",
-        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\n",
-        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nset.a b=1\nend\n",
+        "rank=x\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nkernel=\nend\n",
+        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nkernel=\nbogus=1\nend\n",
+        "rank=1\nrank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nkernel=\nend\n",
+        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nkernel=\n",
+        "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nkernel=\nset.a b=1\nend\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         p = bad[i];
