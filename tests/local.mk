@@ -6,3 +6,4 @@ include tests/launcher.mk
 include tests/runtime.mk
 include tests/coll.mk
 include tests/pmix.mk
+include tests/bench.mk
