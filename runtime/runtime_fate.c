@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime_log.h"
@@ -23,6 +24,7 @@
 typedef struct fate_peer {
     int fd;
     int pidfd;     /* the peer's process, when it runs on this kernel: its death is seen without a relay */
+    int64_t ended_at; /* its process ended and nothing says why yet: blamed if nothing does in time */
     int bye;       /* it called tp_finalize */
     int64_t last_rx;
     tp_msg_reader_t reader;
@@ -185,13 +187,44 @@ static int all_bye(int self_finalizing)
     return 1;
 }
 
-/* A peer process on this host ended: a failure unless this rank or that peer is finalizing. */
-static void on_peer_exit(int r, int finalizing)
+/* How a peer process on this kernel ended, from its zombie's /proc entry; -1 once reaped or unreadable. */
+static int zombie_status(pid_t pid)
 {
-    fate_peer_t *p = &fate.peers[r];
-    close(p->pidfd);
-    p->pidfd = -1;
-    if (!finalizing && !p->bye) fail_job(r, ENDED_WITHOUT_FINALIZE);
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ' || p[2] != 'Z') return -1;
+    int field = 2, status = -1;
+    char *save = NULL;
+    for (char *tok = strtok_r(p + 1, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save))
+        if (++field == 52) status = atoi(tok); /* exit_code, as waitpid reports it */
+    return status;
+}
+
+/*
+ * Peer processes on this host that ended: a failure unless this rank is finalizing or they said BYE. One that
+ * ended otherwise than with TP_EXIT_PEER_FAILED is the cause. One that ended with it is a consequence. One whose
+ * status is gone (its parent reaped it) may be either: rank 0's FAIL or the peer's own silence decides, and it is
+ * blamed only if nothing else explains it within the heartbeat timeout.
+ */
+static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int finalizing, int64_t now)
+{
+    for (int i = 1; i < n; i++) {
+        if (!pfd[i].revents || who[i] > -2) continue;
+        int r = -2 - who[i];
+        fate_peer_t *p = &fate.peers[r];
+        int st = zombie_status(fate.world->peers[r].pid);
+        close(p->pidfd);
+        p->pidfd = -1;
+        if (finalizing || p->bye) continue;
+        if (st < 0) p->ended_at = now;
+        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)) fail_job(r, ENDED_WITHOUT_FINALIZE);
+    }
 }
 
 /* Reads what a peer sent; returns 1 when this rank's finalize is complete. */
@@ -248,6 +281,10 @@ static void *fate_main(void *arg)
         for (int r = 0; r < w->size; r++) {
             fate_peer_t *p = &fate.peers[r];
             if (r == w->rank) continue;
+            if (p->ended_at != 0 && !(sent_bye || finalizing)) {
+                if (now - p->ended_at >= fate.timeout_ns) fail_job(r, ENDED_WITHOUT_FINALIZE);
+                if (p->ended_at + fate.timeout_ns < until) until = p->ended_at + fate.timeout_ns;
+            }
             if (p->pidfd >= 0) {
                 pfd[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
                 who[n++] = -2 - r;
@@ -267,13 +304,11 @@ static void *fate_main(void *arg)
         int rc = poll(pfd, (nfds_t)n, ms);
         if (rc < 0 && errno != EINTR) fail_job(-1, "poll failed in the fate thread");
         now = tp_now_ns();
-        for (int i = 1; rc > 0 && i < n; i++) {
-            if (!pfd[i].revents) continue;
-            if (who[i] <= -2)
-                on_peer_exit(-2 - who[i], sent_bye || finalizing);
-            else if (fate.peers[who[i]].fd >= 0 && service_peer(who[i], now))
+        /* Messages first: a FAIL names the cause, and arrives before its sender's own end is visible. */
+        for (int i = 1; rc > 0 && i < n; i++)
+            if (pfd[i].revents && who[i] >= 0 && fate.peers[who[i]].fd >= 0 && service_peer(who[i], now))
                 goto finished;
-        }
+        if (rc > 0) on_peer_exits(pfd, who, n, sent_bye || finalizing, now);
         if (rc > 0 && pfd[0].revents) {
             uint64_t v;
             if (read(fate.wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */
