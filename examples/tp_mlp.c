@@ -95,21 +95,36 @@ int main(int argc, char **argv)
 {
     mlp_t m = {.batch = 8, .model = 256, .hidden = 1024, .bf16 = 0, .seed = 1};
     int iters = 3;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--dtype") == 0) m.bf16 = strcmp(argv[i + 1], "bf16") == 0;
-        else if (strcmp(argv[i], "--batch") == 0) m.batch = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--model") == 0) m.model = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--hidden") == 0) m.hidden = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--seed") == 0) m.seed = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
-        else {
-            fprintf(stderr, "tp_mlp: unknown option %s\n", argv[i]);
+    for (int i = 1; i < argc; i += 2) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        long long v = val ? strtoll(val, &end, 10) : 0;
+        int number_ok = val && *val && *end == '\0' && v > 0 && v <= (1 << 24);
+        int known = strcmp(opt, "--dtype") == 0 || strcmp(opt, "--batch") == 0 || strcmp(opt, "--model") == 0 ||
+                    strcmp(opt, "--hidden") == 0 || strcmp(opt, "--seed") == 0 || strcmp(opt, "--iters") == 0;
+        if (!known) {
+            fprintf(stderr, "tp_mlp: unknown option %s (usage: tp_mlp [--dtype f32|bf16] [--batch B] [--model D] "
+                            "[--hidden H] [--seed S] [--iters K])\n", opt);
+            return 2;
+        } else if (val == NULL) {
+            fprintf(stderr, "tp_mlp: %s needs a value\n", opt);
+            return 2;
+        } else if (strcmp(opt, "--dtype") == 0) {
+            if (strcmp(val, "f32") != 0 && strcmp(val, "bf16") != 0) {
+                fprintf(stderr, "tp_mlp: --dtype: expected f32 or bf16, got \"%s\"\n", val);
+                return 2;
+            }
+            m.bf16 = strcmp(val, "bf16") == 0;
+            continue;
+        } else if (!number_ok) {
+            fprintf(stderr, "tp_mlp: %s: expected a positive integer, got \"%s\"\n", opt, val);
             return 2;
         }
-    }
-    if (m.batch <= 0 || m.model <= 0 || m.hidden <= 0 || iters <= 0) {
-        fprintf(stderr, "tp_mlp: --batch, --model, --hidden and --iters must be positive\n");
-        return 2;
+        if (strcmp(opt, "--batch") == 0) m.batch = (int)v;
+        else if (strcmp(opt, "--model") == 0) m.model = (int)v;
+        else if (strcmp(opt, "--hidden") == 0) m.hidden = (int)v;
+        else if (strcmp(opt, "--seed") == 0) m.seed = (unsigned long long)v;
+        else iters = (int)v;
     }
     tp_comm_t *w;
     tp_status_t s = tp_init(NULL, &w);

@@ -13,4 +13,14 @@ for dtype in f32 bf16; do
         fi
     done
 done
+# Bad arguments are refused with status 2 and one line naming the option, before any rank starts.
+for args in "--help" "--dtype f16" "--batch" "--batch 0" "--hidden 3x" "--iters -2"; do
+    out=$(./examples/tp_mlp $args 2>&1)
+    st=$?
+    if [ $st = 2 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "^tp_mlp: .*${args%% *}"; then
+        echo "ok: tp_mlp $args refused"
+    else
+        echo "FAIL: tp_mlp $args: status $st: $out"; fails=$((fails + 1))
+    fi
+done
 [ "$fails" -eq 0 ]
