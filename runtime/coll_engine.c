@@ -109,9 +109,24 @@ tp_status_t coll_wait_all(coll_call_t *c)
     return TP_OK;
 }
 
+/*
+ * Tells every peer that this call failed (an empty frame of this call's identity, step TP_FRAME_STEP_DESYNC): a
+ * rank waiting on this one in any algorithm reads it and fails too instead of waiting. Only what goes out at once
+ * is sent: a peer whose socket is full is not reading from this rank, so it waits on another.
+ */
+static void coll_report_failure(coll_call_t *c)
+{
+    c->cs->pool_used = 0;
+    for (int p = 0; p < c->comm->size; p++)
+        if (p != c->comm->rank) (void)coll_post(c, coll_xfer(c, p, 1, TP_FRAME_STEP_DESYNC, NULL, 0, 0, 0));
+    for (int i = 0; i < 4; i++) (void)tp_transports_progress(c->comm->world, 0);
+    tp_transports_cancel(c->comm->world);
+}
+
 tp_status_t coll_fail(coll_call_t *c, tp_status_t s)
 {
     tp_transports_cancel(c->comm->world);
+    if (s == TP_ERR_DESYNC || s == TP_ERR_PROTOCOL) coll_report_failure(c);
     if (tp_status_scope(s) >= TP_SCOPE_PEER && c->cs->failed == TP_OK) c->cs->failed = s;
     return s;
 }

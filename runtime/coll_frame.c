@@ -135,6 +135,13 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
                    ": %s here, %s there", peer, e.comm_id, e.seq, here, there);
         return TP_ERR_DESYNC;
     }
+    if (gstep == TP_FRAME_STEP_DESYNC) {
+        char here[128];
+        describe(&e, here, sizeof(here));
+        tp_log(TP_LOG_ERROR, "coll", "desync with rank %d on comm %" PRIu32 " call %" PRIu64
+               ": it failed this call (%s) against another rank and reports it", peer, e.comm_id, e.seq, here);
+        return TP_ERR_DESYNC;
+    }
     if (gstep != estep || gpart != epart) return TP_OK; /* another receive of this call: the caller matches */
     *matched = 1;
     if (gbytes != ebytes) {

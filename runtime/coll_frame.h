@@ -7,6 +7,7 @@
 #include "tp_provider.h"
 
 #define TP_FRAME_MAGIC 0x31465054u /* "TPF1" */
+#define TP_FRAME_STEP_DESYNC 0xff  /* a rank that failed a call tells every peer, which then fails it too */
 
 /* What a frame belongs to; the numbers are on the wire. */
 typedef enum tp_coll_kind {

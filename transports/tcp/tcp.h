@@ -17,7 +17,8 @@
 typedef struct tcp_conn {
     int fd; /* -1: not connected to this rank */
     int peer;
-    tp_status_t broken; /* TP_OK, or why this connection is not used again */
+    tp_status_t broken;      /* TP_OK, or why this connection is not read (or used at all) again */
+    tp_status_t send_broken; /* TP_OK, or why nothing more is sent: a frame went out only in part, or the peer died */
     tp_xfer_t *send_head, *send_tail;
     tp_xfer_t *recv_head, *recv_tail; /* posted receives, matched by header */
     uint8_t *rx;

@@ -28,8 +28,11 @@ static void frame_header(tp_xfer_t *x, size_t base, uint8_t *out)
     tp_frame_set_part(out, x->first_part + (uint32_t)(base / x->part_bytes), (uint32_t)frame_len(x, base));
 }
 
+/* A refused frame leaves the byte stream in from the peer unusable, but frames can still go out to it (a desync
+ * report among them); a lost connection ends both directions. */
 void tcp_conn_fail(tcp_state_t *st, tcp_conn_t *c, tp_status_t why, const char *reason)
 {
+    if (why == TP_ERR_PEER_FAILED && c->send_broken == TP_OK) c->send_broken = why;
     if (c->broken != TP_OK) return;
     c->broken = why;
     if (why == TP_ERR_PEER_FAILED) {
@@ -43,7 +46,7 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
     tcp_state_t *st = state;
     tcp_conn_t *c = &st->conns[x->peer];
     if (c->fd < 0) return TP_ERR_INVALID;
-    if (c->broken != TP_OK) return c->broken;
+    if (x->is_send ? c->send_broken != TP_OK : c->broken != TP_OK) return x->is_send ? c->send_broken : c->broken;
     x->done = 0;
     x->complete = 0;
     x->frame_off = 0;
@@ -243,15 +246,22 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, int *moved)
 static tp_status_t pump_all(tcp_state_t *st, int *moved, int *busy)
 {
     *busy = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int r = 0; r < st->size; r++) {
-            tcp_conn_t *c = &st->conns[r];
-            if (c->fd < 0 || (c->send_head == NULL && c->recv_head == NULL)) continue;
+    for (int r = 0; r < st->size; r++) {
+        tcp_conn_t *c = &st->conns[r];
+        if (c->fd < 0 || c->send_head == NULL) continue;
+        if (c->send_broken != TP_OK) return c->send_broken;
+        tp_status_t s = pump_send(st, c, moved);
+        if (s != TP_OK) return s;
+    }
+    for (int r = 0; r < st->size; r++) {
+        tcp_conn_t *c = &st->conns[r];
+        if (c->fd < 0) continue;
+        if (c->recv_head != NULL) {
             if (c->broken != TP_OK) return c->broken;
-            tp_status_t s = pass == 0 ? pump_send(st, c, moved) : pump_recv(st, c, moved);
+            tp_status_t s = pump_recv(st, c, moved);
             if (s != TP_OK) return s;
-            if (pass == 1) *busy |= c->send_head != NULL || c->recv_head != NULL;
         }
+        *busy |= c->send_head != NULL || c->recv_head != NULL;
     }
     return TP_OK;
 }
@@ -293,8 +303,9 @@ void tcp_cancel(void *state)
     for (int r = 0; r < st->size; r++) {
         tcp_conn_t *c = &st->conns[r];
         if (c->fd < 0) continue;
-        if ((c->send_head != NULL && c->send_head->frame_off > 0) || c->rx_cur != NULL)
-            if (c->broken == TP_OK) c->broken = TP_ERR_ABORTED;
+        if (c->send_head != NULL && c->send_head->frame_off > 0 && c->send_broken == TP_OK)
+            c->send_broken = TP_ERR_ABORTED;
+        if (c->rx_cur != NULL && c->broken == TP_OK) c->broken = TP_ERR_ABORTED;
         c->send_head = c->send_tail = NULL;
         c->recv_head = c->recv_tail = NULL;
         c->rx_cur = NULL;
