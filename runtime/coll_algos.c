@@ -1,32 +1,112 @@
-/* coll_algos.c: barrier and broadcast (the calls that move no reduced data). */
+/*
+ * coll_algos.c: the dissemination pattern (barrier, broadcast and the small all_gather and all_reduce) and the
+ * large broadcast. In round r (d = 2^r < N) every rank sends to rank + d what it knows and receives from rank - d, a
+ * round's frames leaving only once the rounds before have arrived: ceil(log2 N) rounds, one peer each, and after
+ * them every rank has heard from every rank through a chain of frames whose identities each receiver compared with
+ * its own.
+ */
 #include "coll_internal.h"
 
-tp_status_t coll_barrier(coll_call_t *c)
+#define DISSEM_MAX_ROUNDS 32
+#define DISSEM_SEGS 3 /* frames per round: the sender's own block, then the others split where they wrap */
+
+typedef struct seg {
+    int first, count;
+} seg_t;
+
+/* Blocks top - cnt + 1 .. top (mod n) as runs of consecutive ranks: top alone first when split_top. */
+static int segments(int top, int cnt, int n, int split_top, seg_t out[DISSEM_SEGS])
 {
+    int k = 0;
+    if (split_top) {
+        out[k++] = (seg_t){top, 1};
+        cnt--;
+        top = (top - 1 + n) % n;
+    }
+    if (cnt > 0) {
+        int first = (top - cnt + 1 + n) % n;
+        if (first + cnt <= n) {
+            out[k++] = (seg_t){first, cnt};
+        } else {
+            out[k++] = (seg_t){first, n - first};
+            out[k++] = (seg_t){0, cnt - (n - first)};
+        }
+    }
+    return k;
+}
+
+/* Posts round r's sends (to rank + d) or receives (from rank - d); both sides derive the same frames. */
+static tp_status_t post_round(coll_call_t *c, const coll_dissem_t *m, int r, int is_send)
+{
+    int me = c->comm->rank, n = c->comm->size, d = 1 << r;
+    int peer = is_send ? (me + d) % n : (me - d + n) % n, sender = is_send ? me : peer;
+    uint8_t step = (uint8_t)(DISSEM_SEGS * r);
+    if (m->blocks == NULL) { /* barrier (no bytes) or broadcast: the root's bytes ride the round that reaches
+                              * a rank first, once */
+        int carries = m->bytes > 0 && (sender - m->root + n) % n < d && (sender + d - m->root + n) % n >= d;
+        return coll_post(c, coll_xfer(c, peer, is_send, step, carries ? m->buf : NULL, carries ? m->bytes : 0,
+                                      0, 0));
+    }
+    int cnt = d < n - d ? d : n - d;
+    seg_t seg[DISSEM_SEGS];
+    int k = segments(sender, cnt, n, m->own != NULL, seg);
     tp_status_t s = TP_OK;
-    for (int p = 0; p < c->comm->size && s == TP_OK; p++) {
-        if (p == c->comm->rank) continue;
-        s = coll_post(c, coll_xfer(c, p, 0, 0, NULL, 0, 0, 0));
-        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, NULL, 0, 0, 0));
+    for (int i = 0; i < k && s == TP_OK; i++) {
+        int last = seg[i].first + seg[i].count - 1;
+        uint8_t *p = m->blocks[seg[i].first];
+        size_t len = (size_t)((uint8_t *)m->blocks[last] + m->lens[last] - p);
+        if (is_send && m->own != NULL && i == 0) p = (uint8_t *)m->own; /* split_top: seg 0 is this rank's */
+        s = coll_post(c, coll_xfer(c, peer, is_send, (uint8_t)(step + i), p, len, 0, 0));
+    }
+    return s;
+}
+
+tp_status_t coll_dissem(coll_call_t *c, const coll_dissem_t *m)
+{
+    int n = c->comm->size, rounds = 0;
+    while (rounds < DISSEM_MAX_ROUNDS - 1 && (1L << rounds) < n) rounds++;
+    int rx_end[DISSEM_MAX_ROUNDS], base = c->cs->pool_used;
+    tp_status_t s = TP_OK;
+    for (int r = 0; r < rounds && s == TP_OK; r++) {
+        s = post_round(c, m, r, 0);
+        rx_end[r] = c->cs->pool_used;
+    }
+    for (int r = 0, i = base; r < rounds && s == TP_OK; r++) {
+        while (r > 0 && i < rx_end[r - 1] && s == TP_OK) { /* round r carries what rounds 0..r-1 brought */
+            if (c->cs->pool[i].complete) i++;
+            else s = coll_progress(c);
+        }
+        if (s == TP_OK) s = post_round(c, m, r, 1);
     }
     return s == TP_OK ? coll_wait_all(c) : s;
 }
 
+tp_status_t coll_barrier(coll_call_t *c)
+{
+    coll_dissem_t m = {0};
+    return coll_dissem(c, &m);
+}
+
 /*
- * Every pair of ranks first trades an empty frame, so ranks that disagree on the root (or anything else) see each
- * other's headers and fail instead of waiting. Then, small or two ranks: the root sends to each rank directly;
- * larger: a chain from the root, each rank forwarding the bytes of a part as soon as they arrive.
+ * Small: dissemination, the root's bytes riding the round that first reaches each rank. Larger: every pair of
+ * ranks first trades an empty frame, so ranks that disagree on the root (or anything else) see each other's headers
+ * and fail instead of waiting; then, two ranks: the root sends; more: a chain from the root, each rank forwarding
+ * the bytes of a part as soon as they arrive.
  */
 tp_status_t coll_broadcast(coll_call_t *c, void *buf, size_t bytes, int root)
 {
     int me = c->comm->rank, n = c->comm->size;
+    if (bytes <= COLL_SMALL_BYTES) {
+        coll_dissem_t m = {.buf = buf, .bytes = bytes, .root = root};
+        return coll_dissem(c, &m);
+    }
     tp_status_t s = TP_OK;
     for (int p = 0; p < n && s == TP_OK; p++) {
         if (p == me) continue;
         s = coll_post(c, coll_xfer(c, p, 0, 1, NULL, 0, 0, 0));
         if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 1, NULL, 0, 0, 0));
     }
-    if (s == TP_OK && (bytes <= COLL_SMALL_BYTES || n == 2)) {
+    if (s == TP_OK && n == 2) {
         for (int p = 0; p < n && s == TP_OK; p++) {
             if (p == me) continue;
             if (me == root) s = coll_post(c, coll_xfer(c, p, 1, 0, buf, bytes, 0, 0));

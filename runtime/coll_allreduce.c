@@ -27,21 +27,21 @@ static size_t part_elems(size_t cnt, size_t pe, size_t k)
     return left < pe ? left : pe;
 }
 
-/* Small calls: every rank sends all of its vector to every rank and reduces the lot in rank order (one round). */
+/* Small calls: every rank gathers every vector by dissemination, then folds all N in rank order. */
 static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv, size_t count, size_t es)
 {
     int me = c->comm->rank, n = c->comm->size;
+    coll_state_t *cs = c->cs;
     size_t bytes = count * es;
-    tp_status_t s = TP_OK;
-    for (int p = 0; p < n && s == TP_OK; p++) {
-        if (p == me) continue;
-        s = coll_post(c, coll_xfer(c, p, 0, 0, coll_slot(c, p, 0), bytes, 0, 0));
-        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, (void *)send, bytes, 0, 0));
+    for (int p = 0; p < n; p++) { /* one block per rank, consecutive in scratch (this rank's stays unused) */
+        cs->rbuf[p] = cs->scratch + (size_t)p * bytes;
+        cs->rlen[p] = bytes;
     }
-    if (s == TP_OK) s = coll_wait_all(c);
+    coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen, .own = send};
+    tp_status_t s = coll_dissem(c, &m);
     if (s != TP_OK) return s;
-    for (int p = 0; p < n; p++) c->cs->srcs[p] = p == me ? send : coll_slot(c, p, 0);
-    tp_reduce_n(c->id.dtype, c->id.op, recv, c->cs->srcs, n, count);
+    for (int p = 0; p < n; p++) cs->srcs[p] = p == me ? send : cs->rbuf[p];
+    tp_reduce_n(c->id.dtype, c->id.op, recv, cs->srcs, n, count);
     return TP_OK;
 }
 

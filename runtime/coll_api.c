@@ -88,7 +88,8 @@ tp_status_t tp_broadcast(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dt
     return finish(&c, coll_broadcast(&c, buf, count * es, root));
 }
 
-/* all_gather and all_gatherv: own block into place (none when already there), then every peer at once. */
+/* all_gather and all_gatherv: own block into place (none when already there), then dissemination when what comes in
+ * is small, else every peer at once. */
 static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, const size_t *counts, size_t count,
                                  size_t es)
 {
@@ -103,6 +104,10 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
     uint8_t *mine = cs->rbuf[me];
     if (cs->rlen[me] > 0 && mine != send) memmove(mine, send, cs->rlen[me]);
     if (n == 1) return TP_OK;
+    if (off - off / (size_t)n <= COLL_SMALL_BYTES) { /* the same choice on every rank, whatever its own count */
+        coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
+        return coll_dissem(c, &m);
+    }
     for (int p = 0; p < n; p++) {
         cs->sbuf[p] = mine;
         cs->slen[p] = cs->rlen[me];

@@ -58,6 +58,21 @@ uint8_t *coll_slot(coll_call_t *c, int peer, int k);
 tp_status_t coll_pairwise(coll_call_t *c, int only, void *const *sbuf, const size_t *slen, void *const *rbuf,
                           const size_t *rlen, int in_place);
 
+/*
+ * A dissemination call (coll_algos.c): with blocks, rank p's bytes are lens[p] at blocks[p], consecutive in rank
+ * order, and every rank ends with all of them (this rank's own sent from own when not NULL, else from its block);
+ * without, the root's bytes (none for a barrier) reach every rank's buf.
+ */
+typedef struct coll_dissem {
+    void *const *blocks;
+    const size_t *lens;
+    const void *own;
+    void *buf;
+    size_t bytes;
+    int root;
+} coll_dissem_t;
+tp_status_t coll_dissem(coll_call_t *c, const coll_dissem_t *m);
+
 /* Algorithms (called with validated arguments, size > 1). */
 tp_status_t coll_barrier(coll_call_t *c);
 tp_status_t coll_broadcast(coll_call_t *c, void *buf, size_t bytes, int root);

@@ -1,6 +1,7 @@
 /*
- * coll_fault: ranks that go wrong on purpose. desync-coll|desync-count|desync-type|desync-root: the last rank calls
- * something else and every rank must fail with TP_ERR_DESYNC. kill: the last rank SIGKILLs itself mid-call and the
+ * coll_fault: ranks that go wrong on purpose (and clean: a barrier and an all_reduce that must succeed). desync-coll|desync-count|desync-type|desync-root|desync-large|
+ * desync-barrier: the last rank calls something else (in the last two, with another algorithm: dissemination
+ * against every peer at once) and every rank must fail with TP_ERR_DESYNC. kill: the last rank SIGKILLs itself mid-call and the
  * others must fail with TP_ERR_PEER_FAILED (or be ended by the fate path). garbage|oversize: rank 1 writes a forged
  * frame on its real data connection to rank 0, which must refuse it with TP_ERR_PROTOCOL.
  */
@@ -59,7 +60,7 @@ int main(int argc, char **argv)
     if (tp_init(NULL, &w) != TP_OK) return 1;
     me = tp_comm_rank(w);
     int n = tp_comm_size(w), last = me == n - 1, bad = 0;
-    float a[1024] = {0}, b[4096];
+    float a[1024] = {0}, b[8192]; /* an all_gather of 1024 at up to 8 ranks */
     double d[1024] = {0};
     if (strcmp(mode, "desync-coll") == 0) {
         tp_status_t s = last ? tp_all_gather(w, a, b, 1024, TP_F32, NULL)
@@ -71,6 +72,24 @@ int main(int argc, char **argv)
         tp_status_t s = last ? tp_all_reduce(w, d, d, 1024, TP_F64, TP_SUM, NULL)
                              : tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
         bad = expect(me, mode, s, TP_ERR_DESYNC);
+    } else if (strcmp(mode, "clean") == 0) { /* a barrier and an all_reduce that must succeed */
+        for (int i = 0; i < 1024; i++) a[i] = (float)(me + 1);
+        tp_status_t s = tp_barrier(w);
+        if (s == TP_OK) s = tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
+        int wrong = 0;
+        for (int i = 0; s == TP_OK && i < 1024; i++) wrong += b[i] != (float)(n * (n + 1) / 2);
+        bad = expect(me, mode, s, TP_OK) || wrong;
+        if (wrong) printf("rank %d: clean: %d sums wrong\n", me, wrong);
+    } else if (strcmp(mode, "desync-large") == 0) { /* dissemination against the scatter-reduce */
+        size_t big = 256 * 1024;
+        float *x = calloc(big, 4);
+        bad = expect(me, mode, tp_all_reduce(w, x, x, last ? big : 1024, TP_F32, TP_SUM, NULL), TP_ERR_DESYNC);
+        free(x);
+    } else if (strcmp(mode, "desync-barrier") == 0) { /* a barrier against an all_gather of every peer at once */
+        size_t big = 64 * 1024;
+        float *x = calloc(big * (size_t)n, 4);
+        bad = expect(me, mode, last ? tp_barrier(w) : tp_all_gather(w, x, x, big, TP_F32, NULL), TP_ERR_DESYNC);
+        free(x);
     } else if (strcmp(mode, "desync-root") == 0) {
         bad = expect(me, mode, tp_broadcast(w, a, 1024, TP_F32, last ? 1 : 0, NULL), TP_ERR_DESYNC);
     } else if (strcmp(mode, "kill") == 0) {

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Desync (collective, count, type, root) at 2, 3 and 4 ranks: every rank fails naming the mismatch. A peer
+# Desync (collective, count, type, root; dissemination against an all-peers algorithm) at 2-5 ranks: every rank
+# fails naming the mismatch. A peer
 # SIGKILLed mid-call: the others fail with TP_ERR_PEER_FAILED naming it, within 50 ms. Forged frames on a real
 # data connection (garbage, an impossible size): refused with TP_ERR_PROTOCOL.
 set -u
@@ -7,8 +8,8 @@ TPRUN=${TPRUN:-./tprun}
 PROG=./tests/coll_fault
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-for mode in desync-coll desync-count desync-type desync-root; do
-    for n in 2 3 4; do
+for mode in desync-coll desync-count desync-type desync-root desync-large desync-barrier; do
+    for n in 2 3 4 5; do
         out=$(timeout 30 "$TPRUN" -n $n $PROG $mode 2>&1)
         got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: desync with rank")
         if [ "$got" -eq "$n" ]; then echo "ok: $mode at $n ranks: every rank failed with a desync"
