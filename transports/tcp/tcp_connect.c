@@ -210,7 +210,13 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
         }
     }
 out:
-    while (npend > 0) drop_pending(pend, &npend, npend - 1);
+    while (npend > 0) { /* strays still in their handshake: the mesh no longer needs anyone */
+        char from[96];
+        tp_sockaddr_string(pend[npend - 1].fd, 1, from, sizeof(from));
+        tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s: still in the handshake when the mesh was complete",
+               from);
+        drop_pending(pend, &npend, npend - 1);
+    }
     return s;
 }
 

@@ -1,0 +1,115 @@
+/*
+ * coll_intruder: connects to a rank's TCP transport listener and misbehaves in one chosen way; or, with "self",
+ * opens the TCP transport as rank 1 of 3 and intrudes on its own listener in every way, one after the other, before
+ * dialing it as rank 2: each stray is refused and logged, and the mesh still completes.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <tp_provider.h>
+#include <sys/wait.h>
+
+#include "tcp/tcp.h"
+
+static int parse_key(const char *hex, uint8_t key[TP_JOB_KEY_BYTES])
+{
+    if (hex == NULL || strlen(hex) != 2 * TP_JOB_KEY_BYTES) return 0;
+    for (int i = 0; i < TP_JOB_KEY_BYTES; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 0;
+        key[i] = (uint8_t)v;
+    }
+    return 1;
+}
+
+/* One stray on 127.0.0.1:port; returns once the listener has closed the connection (or after 20 s). */
+static int intrude(int port, const char *how, const uint8_t job_key[TP_JOB_KEY_BYTES])
+{
+    uint8_t key[TP_JOB_KEY_BYTES];
+    memcpy(key, job_key, sizeof(key));
+    if (strcmp(how, "wrongkey") == 0) memset(key, 0x5a, sizeof(key));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        perror("coll_intruder: connect");
+        return 1;
+    }
+    printf("coll_intruder: %s: connected\n", how);
+    fflush(stdout);
+    int64_t deadline = tp_now_ns() + 20000000000LL;
+    if (strcmp(how, "garbage") == 0) {
+        const char req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        if (write(fd, req, sizeof(req) - 1) < 0) return 1;
+    } else {
+        /* wrongkey: another job's key; bootkind: this job's, as a bootstrap client; lowrank: rank 0, which rank 1
+         * dials itself; badrank: a rank the job does not have; rank2: the real rank 2 */
+        int rank = strcmp(how, "lowrank") == 0 ? 0 : strcmp(how, "badrank") == 0 ? 1000 : 2;
+        tp_conn_kind_t kind = strcmp(how, "bootkind") == 0 ? TP_CONN_BOOT : TP_CONN_TCP;
+        tp_status_t s = tp_auth_connect(fd, key, kind, rank, deadline, "the tcp listener");
+        printf("coll_intruder: %s: handshake %s\n", how, s == TP_OK ? "accepted" : "refused");
+        fflush(stdout);
+        if (strcmp(how, "rank2") == 0) return s == TP_OK ? 0 : 1; /* the exit closes it: the parent then closes */
+        if (s != TP_OK) { /* as a client of another job does when the listener fails its proof */
+            close(fd);
+            return 0;
+        }
+    }
+    char buf[64];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, 20000) > 0 && read(fd, buf, sizeof(buf)) > 0) {
+    }
+    close(fd);
+    return 0;
+}
+
+/* Rank 1 of 3 (rank 0 not used): only rank 2 may dial in; a child tries every stray first, then dials as rank 2. */
+static int self_test(void)
+{
+    uint8_t key[TP_JOB_KEY_BYTES];
+    for (int i = 0; i < TP_JOB_KEY_BYTES; i++) key[i] = (uint8_t)(i * 17 + 3);
+    tp_transport_env_t env = {.rank = 1, .size = 3, .job_key = key, .connect_timeout_s = 20, .spin_us = 50,
+                              .part_bytes = 65536, .advertise_ip = "", .boot_host = "127.0.0.1"};
+    void *state;
+    char address[128];
+    if (tp_tcp_ops.open(&env, &state, address, sizeof(address)) != TP_OK) return 1;
+    int port = atoi(strrchr(address, ':') + 1);
+    pid_t child = fork();
+    if (child == 0) {
+        static const char *const hows[] = {"garbage", "wrongkey", "bootkind", "lowrank", "badrank", "rank2"};
+        for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
+            if (intrude(port, hows[i], key) != 0) _exit(1);
+        _exit(0);
+    }
+    int use[3] = {0, 0, 1};
+    const char *addrs[3] = {"", "", ""};
+    tp_status_t s = tp_tcp_ops.connect(state, use, addrs);
+    tcp_state_t *st = state;
+    int ok = s == TP_OK && st->conns[2].fd >= 0, status = 1;
+    waitpid(child, &status, 0);
+    printf("coll_intruder: self: %s, rank 2 %s\n", tp_status_string(s), ok ? "connected" : "not connected");
+    tp_tcp_ops.close(state);
+    return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "self") == 0) return self_test();
+    if (argc != 3) {
+        fprintf(stderr, "usage: coll_intruder self | PORT garbage|wrongkey|bootkind|lowrank|badrank\n"
+                        "  (bootkind, lowrank and badrank authenticate with $TP_JOB_KEY)\n");
+        return 2;
+    }
+    uint8_t key[TP_JOB_KEY_BYTES];
+    if (!parse_key(getenv("TP_JOB_KEY"), key)) {
+        fprintf(stderr, "coll_intruder: needs TP_JOB_KEY\n");
+        return 2;
+    }
+    return intrude(atoi(argv[1]), argv[2], key);
+}

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Stray and hostile clients on a rank's TCP transport listener during the connect phase (garbage, another job's
+# key, a bootstrap client, a rank that does not dial this one, a rank the job does not have) are refused and
+# logged, and the mesh still completes. First one at a time on a listener of the test's own (each refusal's reason
+# checked), then all at once on rank 1 of a real 3-rank job (started without tprun, rank 2 held back until they
+# have connected) that must complete.
+. "$(dirname "$0")/runtime_lib.sh"
+PROG=./tests/coll_fault
+INTR=./tests/coll_intruder
+
+from="tcp: warning: refused a connection from 127.0.0.1:[0-9]*"
+timeout 30 "$INTR" self >"$TEST_DIR/self.out" 2>"$TEST_DIR/self.err" && pass "self: the mesh completed after the strays" ||
+    fail "self: the mesh did not complete: $(cat "$TEST_DIR/self.out" "$TEST_DIR/self.err")"
+err=$(cat "$TEST_DIR/self.err")
+check() { echo "$err" | grep -q "$1" && pass "$2" || fail "$2: not logged: $1"; }
+check "$from: not the tp protocol" "garbage refused"
+check "$from: closed during the handshake (it does not know this job's key" "another job's key refused"
+check "$from: a connection of kind 1 on a listener of kind 2" "a bootstrap client refused"
+check "$from claiming rank 0: not a rank that dials this one" "a lower rank refused"
+check "$from claiming rank 1000: not a rank that dials this one" "a rank the job does not have refused"
+
+port=$(free_port)
+export TP_JOB_KEY=00112233445566778899aabbccddeeff
+start_rank() {
+    RANK=$1 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 30 "$PROG" clean \
+        >"$TEST_DIR/j.$1.out" 2>"$TEST_DIR/j.$1.err" &
+    eval "pid$1=\$!"
+    STARTED_PIDS+=($!)
+}
+start_rank 0
+start_rank 1
+# rank 1's listener is the TCP transport's: rank 1 is not the bootstrap root; it waits there for rank 2
+lport=
+for _ in $(seq 1 500); do
+    child=$(pgrep -P "$pid1" | head -1) # rank 1 itself, under timeout
+    [ -n "$child" ] && lport=$(ss -ltnpH 2>/dev/null | grep "pid=$child," | awk '{print $4}' | sed 's/.*://' | head -1)
+    [ -n "$lport" ] && break
+    sleep 0.01
+done
+[ -n "$lport" ] || { fail "rank 1 never listened"; finish; }
+hows="garbage wrongkey bootkind lowrank badrank"
+for how in $hows; do
+    timeout 25 "$INTR" "$lport" "$how" >"$TEST_DIR/i.$how" 2>&1 &
+    STARTED_PIDS+=($!)
+done
+for how in $hows; do # every intruder is queued on the listener before rank 2 dials it
+    for _ in $(seq 1 500); do grep -q connected "$TEST_DIR/i.$how" && break; sleep 0.01; done
+done
+start_rank 2
+wait_status "$pid0"; st0=$ST
+wait_status "$pid1"; st1=$ST
+wait_status "$pid2"; st2=$ST
+[ "$st0$st1$st2" = 000 ] && pass "job completed despite intruders on the tcp listener" ||
+    fail "job failed: $st0 $st1 $st2: $(cat "$TEST_DIR"/j.*.out "$TEST_DIR"/j.*.err | tail -20)"
+# in a real job a stray still in its handshake when rank 2 completes the mesh is dropped: refused either way
+n=$(grep -c "$from" "$TEST_DIR/j.1.err")
+[ "$n" -eq 5 ] && pass "job: five strays refused and logged on rank 1" ||
+    fail "job: $n strays refused, not 5: $(cat "$TEST_DIR/j.1.err")"
+finish
