@@ -17,6 +17,7 @@
 #include "tprun_args.h"
 #include "tprun_exit.h"
 #include "tprun_output.h"
+#include "tprun_slurm.h"
 #include "tprun_spawn.h"
 
 extern char **environ;
@@ -487,6 +488,8 @@ int main(int argc, char **argv)
     } else if (plan.env_set != NULL && tp_config_check_environ(plan.env_set, err, sizeof(err)) != TP_OK) {
         tprun_say("-x %s", err);
         status = TPRUN_EXIT_USAGE;
+    } else if (tprun_slurm_wanted(environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
+        status = tprun_slurm_run(&plan, environ);
     } else {
         status = run_job(&plan, host);
     }

@@ -47,6 +47,8 @@ const tp_config_entry_t tp_config_table[] = {
      "tprun: seconds between SIGTERM and SIGKILL when the job is ended"},
     {"TP_TIMEOUT", "timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, NULL,
      "tprun: end the job after this many seconds (as --timeout)"},
+    {"TP_LAUNCHER", "launcher", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "auto",
+     "tprun: how ranks start: local (fork), slurm (srun --mpi=pmix), or auto (slurm when SLURM_JOB_ID is set)"},
     {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
      "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT"},
 };

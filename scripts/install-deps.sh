@@ -7,6 +7,7 @@ build-essential autoconf automake libtool pkg-config
 libhwloc-dev libpmix-dev libibverbs-dev
 openmpi-bin libopenmpi-dev mpich
 hyperfine iproute2 openssh-server openssh-client procps python3
+slurm-wlm munge
 "
 
 die() {

@@ -1,0 +1,13 @@
+/* tprun_slurm.h: inside a Slurm allocation, the ranks are one srun step whose ranks bootstrap through PMIx. */
+#ifndef TPRUN_SLURM_H
+#define TPRUN_SLURM_H
+
+#include "tprun_args.h"
+
+/* Whether srun starts the ranks: TP_LAUNCHER=slurm, or TP_LAUNCHER=auto (the default) with SLURM_JOB_ID set. */
+int tprun_slurm_wanted(char *const *envp);
+
+/* Runs the plan as `srun --mpi=pmix --kill-on-bad-exit -n N`; forwards signals, keeps --timeout; tprun's status. */
+int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp);
+
+#endif

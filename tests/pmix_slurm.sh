@@ -1,0 +1,52 @@
+#!/bin/bash
+# libtp under srun --mpi=pmix and tprun inside a Slurm allocation, on a private one-node Slurm started here
+# (scripts/slurm-test-setup.sh; skipped with 77 when Slurm cannot be installed or started).
+. "$(dirname "$0")/runtime_lib.sh"
+. "$(dirname "$0")/pmix_lib.sh"
+have_pmix_build || skip "libtp built without PMIx"
+SETUP=$(dirname "$0")/../scripts/slurm-test-setup.sh
+SLURM_DIR=$TEST_DIR/slurm
+chmod 755 "$TEST_DIR" # munged runs as munge and must reach its socket's directory
+trap '"$SETUP" stop "$SLURM_DIR"; cleanup' EXIT
+setup_out=$("$SETUP" start "$SLURM_DIR" 2>&1)
+case $? in
+0) export SLURM_CONF=$SLURM_DIR/slurm.conf ;;
+77) skip "no Slurm here: $setup_out" ;;
+*) echo "FAIL: slurm-test-setup.sh start: $setup_out"; exit 1 ;;
+esac
+unset SLURM_JOB_ID SLURM_JOBID TP_LAUNCHER
+srun_n() { timeout -k 5 60 srun --mpi=pmix --overcommit -n "$@"; }
+
+out=$(srun_n 4 "$RANK_PROG" boot 2>&1)
+st=$?
+ok=1
+for r in 0 1 2 3; do echo "$out" | grep -q "^ready rank $r of 4 pid [0-9]* local $r/4 node 0 job pmix-slurm" || ok=0; done
+[ $st -eq 0 ] && [ $ok = 1 ] && pass "srun --mpi=pmix -n 4: rank, size, locality" || fail "srun -n 4: status $st: $out"
+
+out=$(TP_PART_BYTES=64K srun_n 4 ./tests/coll_check 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q 'coll_check: 4 ranks.*all match' && pass "coll_check under srun -n 4" ||
+    fail "coll_check under srun: $(echo "$out" | grep -v 'cannot reduce' | tail -20)"
+
+out=$(srun_n 3 "$RANK_PROG" die 1 9 2>&1)
+st=$?
+[ $st -ne 0 ] && echo "$out" | grep -q 'callback: rank [02] saw peer 1 (.*) fail' && pass "fate under srun" ||
+    fail "fate under srun: status $st: $out"
+
+# tprun inside an allocation: the ranks are one srun step and bootstrap through PMIx; output stays labelled.
+out=$(timeout -k 5 60 salloc -Q -n 2 --overcommit "$TPRUN" -n 3 --tag-output "$RANK_PROG" boot 2>&1)
+st=$?
+ok=1
+for r in 0 1 2; do echo "$out" | grep -q "^$r: ready rank $r of 3 .* job pmix-slurm" || ok=0; done
+[ $st -eq 0 ] && [ $ok = 1 ] && pass "tprun in an allocation launches through srun" ||
+    fail "tprun in an allocation: status $st: $out"
+
+out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 3 "$RANK_PROG" exit 1 7 2>&1)
+st=$?
+[ $st -ne 0 ] && echo "$out" | grep -q 'callback: rank [02] saw peer 1' && pass "tprun via srun: a failed rank fails the job ($st)" ||
+    fail "tprun via srun, failing rank: status $st: $out"
+
+out=$(timeout -k 5 60 salloc -Q -n 2 env TP_LAUNCHER=local "$TPRUN" -n 2 "$RANK_PROG" boot 2>&1)
+st=$?
+[ $st -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
+    pass "TP_LAUNCHER=local starts the ranks itself in an allocation" || fail "TP_LAUNCHER=local: status $st: $out"
+finish
