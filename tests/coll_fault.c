@@ -124,7 +124,7 @@ int main(int argc, char **argv)
                 tp_frame_pack(h, &id, 0);
                 tp_frame_set_part(h, 0, 0x7ffffff0u);
             }
-            write_all(st->conns[0].fd, h, sizeof(h));
+            write_all(st->conns[0].sfd, h, sizeof(h)); /* the connection rank 0 reads frames from rank 1 on */
             printf("rank 1: forged frame sent\n");
         } else if (me == 0) {
             bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);

@@ -49,13 +49,14 @@ static int intrude(int port, const char *how, const uint8_t job_key[TP_JOB_KEY_B
         if (write(fd, req, sizeof(req) - 1) < 0) return 1;
     } else {
         /* wrongkey: another job's key; bootkind: this job's, as a bootstrap client; lowrank: rank 0, which rank 1
-         * dials itself; badrank: a rank the job does not have; rank2: the real rank 2 */
-        int rank = strcmp(how, "lowrank") == 0 ? 0 : strcmp(how, "badrank") == 0 ? 1000 : 2;
+         * dials itself; badrank: a rank the job does not have; rank2, rank2r: the real rank 2's two connections
+         * (the one it sends on, the one it reads: rank + size) */
+        int rank = strcmp(how, "lowrank") == 0 ? 0 : strcmp(how, "badrank") == 0 ? 1000 : strcmp(how, "rank2r") == 0 ? 5 : 2;
         tp_conn_kind_t kind = strcmp(how, "bootkind") == 0 ? TP_CONN_BOOT : TP_CONN_TCP;
         tp_status_t s = tp_auth_connect(fd, key, kind, rank, deadline, "the tcp listener");
         printf("coll_intruder: %s: handshake %s\n", how, s == TP_OK ? "accepted" : "refused");
         fflush(stdout);
-        if (strcmp(how, "rank2") == 0) return s == TP_OK ? 0 : 1; /* the exit closes it: the parent then closes */
+        if (strncmp(how, "rank2", 5) == 0) return s == TP_OK ? 0 : 1; /* left open until the child exits */
         if (s != TP_OK) { /* as a client of another job does when the listener fails its proof */
             close(fd);
             return 0;
@@ -82,7 +83,7 @@ static int self_test(void)
     int port = atoi(strrchr(address, ':') + 1);
     pid_t child = fork();
     if (child == 0) {
-        static const char *const hows[] = {"garbage", "wrongkey", "bootkind", "lowrank", "badrank", "rank2"};
+        static const char *const hows[] = {"garbage", "wrongkey", "bootkind", "lowrank", "badrank", "rank2", "rank2r"};
         for (size_t i = 0; i < sizeof(hows) / sizeof(hows[0]); i++)
             if (intrude(port, hows[i], key) != 0) _exit(1);
         _exit(0);
@@ -91,7 +92,7 @@ static int self_test(void)
     const char *addrs[3] = {"", "", ""};
     tp_status_t s = tp_tcp_ops.connect(state, use, addrs);
     tcp_state_t *st = state;
-    int ok = s == TP_OK && st->conns[2].fd >= 0, status = 1;
+    int ok = s == TP_OK && st->conns[2].fd >= 0 && st->conns[2].sfd >= 0, status = 1;
     waitpid(child, &status, 0);
     printf("coll_intruder: self: %s, rank 2 %s\n", tp_status_string(s), ok ? "connected" : "not connected");
     tp_tcp_ops.close(state);

@@ -14,8 +14,14 @@
 #endif
 #define TCP_IOV_MAX 64         /* iovecs per sendmsg: several small frames go in one system call */
 
+/*
+ * Two connections per pair of ranks, one per direction: a rank sends on the one it owns and reads the other, so a
+ * send never holds the socket lock that the peer's incoming bytes need (both directions at once run at twice the
+ * rate of one shared socket on loopback).
+ */
 typedef struct tcp_conn {
-    int fd; /* -1: not connected to this rank */
+    int fd;  /* frames from this rank arrive here; -1: not connected */
+    int sfd; /* frames to this rank leave here; -1: not connected */
     int peer;
     tp_status_t broken;      /* TP_OK, or why this connection is not read (or used at all) again */
     tp_status_t send_broken; /* TP_OK, or why nothing more is sent: a frame went out only in part, or the peer died */
@@ -35,8 +41,7 @@ typedef struct tcp_state {
     int listen_fd;
     tcp_conn_t *conns; /* by world rank */
     int size;
-    struct pollfd *pfds;
-    int *pfd_conn;
+    struct pollfd *pfds; /* two per peer */
 } tcp_state_t;
 
 extern const tp_transport_ops_t tp_tcp_ops;

@@ -71,25 +71,30 @@ static int tcp_can_reach(void *state, int peer, const char *address)
     return address != NULL && parse_address(address, &sa) == 0;
 }
 
-/* Non-blocking, no Nagle, receive buffer: ready for the data path. */
-static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd)
+/* Non-blocking, no Nagle, socket buffers: ready for the data path, in one direction. */
+static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 #if TCP_SOCKBUF > 0
     int sb = TCP_SOCKBUF;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb));
+    setsockopt(fd, SOL_SOCKET, is_send ? SO_SNDBUF : SO_RCVBUF, &sb, sizeof(sb));
 #endif
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     tcp_conn_t *c = &st->conns[peer];
+    if (is_send) {
+        c->sfd = fd;
+        return TP_OK;
+    }
     c->rx = malloc(TCP_RX_BYTES);
     if (c->rx == NULL) return TP_ERR_NO_MEMORY;
     c->fd = fd;
     return TP_OK;
 }
 
-static tp_status_t dial(tcp_state_t *st, int peer, const char *address, int64_t deadline)
+/* Dials a lower rank for one direction: the claimed rank says which (rank: this rank sends on it; rank + size:
+ * this rank reads it). */
+static tp_status_t dial(tcp_state_t *st, int peer, const char *address, int64_t deadline, int is_send)
 {
     struct sockaddr_in sa;
     char name[96];
@@ -116,12 +121,13 @@ static tp_status_t dial(tcp_state_t *st, int peer, const char *address, int64_t 
         errno = err;
         goto err_refused;
     }
-    tp_status_t s = tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank, deadline, name);
+    tp_status_t s = tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size),
+                                    deadline, name);
     if (s != TP_OK) {
         close(fd);
         return s;
     }
-    return conn_ready(st, peer, fd);
+    return conn_ready(st, peer, fd, is_send);
 err_refused:
     tp_log(TP_LOG_ERROR, "tcp", "%s: cannot connect: %s", name, strerror(errno));
     close(fd);
@@ -139,19 +145,21 @@ static void drop_pending(pending_t *p, int *n, int i)
     p[i] = p[--*n];
 }
 
-/* One authenticated client: keeps it if it claims a rank we still wait for, else refuses it by name. */
-static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int rank, int *missing)
+/* One authenticated client: keeps it if it claims a direction of a rank we still wait for, else refuses it by name. */
+static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int *missing)
 {
     char from[96];
     tp_sockaddr_string(fd, 1, from, sizeof(from));
-    if (rank <= st->env.rank || rank >= st->size || !use[rank] || st->conns[rank].fd >= 0) {
+    int reads = claim >= st->size && claim < 2 * st->size; /* the dialer reads it: this rank sends on it */
+    int rank = reads ? claim - st->size : claim;
+    int known = rank >= 0 && rank < st->size, taken = known && (reads ? st->conns[rank].sfd : st->conns[rank].fd) >= 0;
+    if (rank <= st->env.rank || rank >= st->size || !use[rank] || taken) {
         tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s claiming rank %d: %s", from, rank,
-               rank >= 0 && rank < st->size && st->conns[rank].fd >= 0 ? "that rank is already connected"
-                                                                    : "not a rank that dials this one");
+               taken ? "that rank is already connected" : "not a rank that dials this one");
         close(fd);
         return TP_OK;
     }
-    tp_status_t s = conn_ready(st, rank, fd);
+    tp_status_t s = conn_ready(st, rank, fd, reads);
     if (s == TP_OK) (*missing)--;
     return s;
 }
@@ -159,7 +167,8 @@ static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int rank, int 
 static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadline)
 {
     int missing = 0;
-    for (int r = st->env.rank + 1; r < st->size; r++) missing += use[r] && st->conns[r].fd < 0;
+    for (int r = st->env.rank + 1; r < st->size; r++)
+        missing += use[r] ? (st->conns[r].fd < 0) + (st->conns[r].sfd < 0) : 0;
     pending_t pend[TCP_PENDING_MAX];
     struct pollfd pfd[TCP_PENDING_MAX + 1];
     int npend = 0;
@@ -170,7 +179,7 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
             char list[256] = "";
             size_t off = 0;
             for (int r = st->env.rank + 1; r < st->size && off < sizeof(list) - 12; r++)
-                if (use[r] && st->conns[r].fd < 0) off += (size_t)snprintf(list + off, sizeof(list) - off, " %d", r);
+                if (use[r] && (st->conns[r].fd < 0 || st->conns[r].sfd < 0)) off += (size_t)snprintf(list + off, sizeof(list) - off, " %d", r);
             tp_log(TP_LOG_ERROR, "tcp", "ranks%s did not connect within the %.0f s boot timeout", list,
                    st->env.connect_timeout_s);
             s = TP_ERR_BOOTSTRAP;
@@ -226,7 +235,8 @@ static tp_status_t tcp_connect(void *state, const int *use, const char *const *a
     tp_status_t s;
     int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
     for (int r = 0; r < st->env.rank; r++)
-        if (use[r] && (s = dial(st, r, addresses[r], deadline)) != TP_OK) return s;
+        for (int is_send = 1; is_send >= 0; is_send--)
+            if (use[r] && (s = dial(st, r, addresses[r], deadline, is_send)) != TP_OK) return s;
     if ((s = accept_higher(st, use, deadline)) != TP_OK) return s;
     close(st->listen_fd); /* the mesh is complete: later connections are strays */
     st->listen_fd = -1;
@@ -239,12 +249,12 @@ static void tcp_close(void *state)
     if (st == NULL) return;
     for (int r = 0; st->conns != NULL && r < st->size; r++) {
         if (st->conns[r].fd >= 0) close(st->conns[r].fd);
+        if (st->conns[r].sfd >= 0) close(st->conns[r].sfd);
         free(st->conns[r].rx);
     }
     if (st->listen_fd >= 0) close(st->listen_fd);
     free(st->conns);
     free(st->pfds);
-    free(st->pfd_conn);
     free(st);
 }
 
@@ -256,15 +266,14 @@ static tp_status_t tcp_open_sized(const tp_transport_env_t *env, void **state, c
     tcp_state_t *st = *state;
     st->size = env->size;
     st->conns = calloc((size_t)env->size, sizeof(*st->conns));
-    st->pfds = calloc((size_t)env->size, sizeof(*st->pfds));
-    st->pfd_conn = calloc((size_t)env->size, sizeof(*st->pfd_conn));
-    if (st->conns == NULL || st->pfds == NULL || st->pfd_conn == NULL) {
+    st->pfds = calloc(2 * (size_t)env->size, sizeof(*st->pfds));
+    if (st->conns == NULL || st->pfds == NULL) {
         tcp_close(st);
         *state = NULL;
         return TP_ERR_NO_MEMORY;
     }
     for (int r = 0; r < env->size; r++) {
-        st->conns[r].fd = -1;
+        st->conns[r].fd = st->conns[r].sfd = -1;
         st->conns[r].peer = r;
     }
     return TP_OK;

@@ -45,7 +45,7 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
 {
     tcp_state_t *st = state;
     tcp_conn_t *c = &st->conns[x->peer];
-    if (c->fd < 0) return TP_ERR_INVALID;
+    if (c->fd < 0 || c->sfd < 0) return TP_ERR_INVALID;
     if (x->is_send ? c->send_broken != TP_OK : c->broken != TP_OK) return x->is_send ? c->send_broken : c->broken;
     x->done = 0;
     x->complete = 0;
@@ -126,7 +126,7 @@ static tp_status_t pump_send(tcp_state_t *st, tcp_conn_t *c, int *moved)
         int n = send_iov(c, iov);
         if (n == 0) return TP_OK;
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = sendmsg(c->sfd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return TP_OK;
             if (errno == EINTR) continue;
@@ -248,7 +248,7 @@ static tp_status_t pump_all(tcp_state_t *st, int *moved, int *busy)
     *busy = 0;
     for (int r = 0; r < st->size; r++) {
         tcp_conn_t *c = &st->conns[r];
-        if (c->fd < 0 || c->send_head == NULL) continue;
+        if (c->sfd < 0 || c->send_head == NULL) continue;
         if (c->send_broken != TP_OK) return c->send_broken;
         tp_status_t s = pump_send(st, c, moved);
         if (s != TP_OK) return s;
@@ -283,12 +283,9 @@ tp_status_t tcp_progress(void *state, int wait)
         for (int r = 0; r < st->size; r++) {
             tcp_conn_t *c = &st->conns[r];
             if (c->fd < 0) continue;
-            short ev = 0;
-            if (c->recv_head != NULL && !c->held) ev |= POLLIN;
-            if (c->send_head != NULL && sendable(c->send_head)) ev |= POLLOUT;
-            if (ev == 0) continue;
-            st->pfds[n] = (struct pollfd){.fd = c->fd, .events = ev};
-            st->pfd_conn[n++] = r;
+            if (c->recv_head != NULL && !c->held) st->pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            if (c->send_head != NULL && sendable(c->send_head))
+                st->pfds[n++] = (struct pollfd){.fd = c->sfd, .events = POLLOUT};
         }
         if (n == 0) return TP_OK; /* nothing this transport can wait for */
         if (poll(st->pfds, (nfds_t)n, 1000) < 0 && errno != EINTR) return TP_ERR_SYSTEM;
