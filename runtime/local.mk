@@ -22,8 +22,6 @@ libtp_la_SOURCES += \
 	runtime/coll_algos.c runtime/coll_allreduce.c \
 	runtime/coll_frame.c runtime/coll_frame.h \
 	runtime/coll_reduce.c runtime/coll_reduce.h
-# PMIx: ranks started by mpirun or srun --mpi=pmix learn the world and rank 0's address through it.
+# PMIx: built against its headers, dlopen'd only by ranks a PMIx server started (linking it would load it in
+# every rank and slow tprun's launch).
 libtp_la_CPPFLAGS = $(AM_CPPFLAGS) $(TP_PMIX_CFLAGS)
-if HAVE_PMIX
-libtp_la_LIBADD += $(TP_PMIX_LIBS)
-endif

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "runtime_iface.h"
 #include "runtime_log.h"
 #include "runtime_record.h"
 #include "runtime_wire.h"
@@ -406,8 +407,12 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
     for (int r = 0; r < w->size; r++) w->fate_fds[r] = -1;
     tp_peer_record_t me = {.rank = w->rank, .local_rank = w->local_rank, .local_size = w->local_size,
                            .node_rank = w->node_rank, .pid = getpid()};
-    if (gethostname(me.host, sizeof(me.host)) != 0 || me.host[0] == '\0') snprintf(me.host, sizeof(me.host), "?");
+    /* The launcher's name for this host: hosts that share a kernel (namespaces, containers) share gethostname. */
+    const char *host = getenv("TP_HOST");
+    if (host != NULL && host[0] != '\0') snprintf(me.host, sizeof(me.host), "%s", host);
+    else if (gethostname(me.host, sizeof(me.host)) != 0 || me.host[0] == '\0') snprintf(me.host, sizeof(me.host), "?");
     me.host[sizeof(me.host) - 1] = '\0';
+    tp_iface_publish(me.ifaces, sizeof(me.ifaces));
     snprintf(me.boot_ip, sizeof(me.boot_ip), "%s", w->advertise_ip);
     snprintf(me.addresses, sizeof(me.addresses), "%s", w->my_addresses);
     tp_kernel_identity(me.kernel, sizeof(me.kernel));

@@ -7,6 +7,7 @@
 #include "runtime_bootstrap.h"
 #include "runtime_env.h"
 #include "runtime_fate.h"
+#include "runtime_iface.h"
 #include "runtime_log.h"
 #include "runtime_pmix.h"
 #include "runtime_record.h"
@@ -153,6 +154,7 @@ static void world_free(tp_world_t *w)
     free_settings(w->settings, w->num_settings);
     free(w->peers);
     free(w->fate_fds);
+    tp_iface_free(w);
     if (w->source == TP_WORLD_PMIX) tp_pmix_finalize(); /* PMIx hook */
     free(w);
 }
@@ -182,6 +184,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     }
     if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
     if ((s = tp_transports_connect(w)) != TP_OK) goto err_transports;
+    tp_iface_finish(w); /* before the engine creates NCCL or Gloo: they see the same interfaces */
     tp_comm_t *comm = world_comm_create(w);
     if (comm == NULL) {
         s = TP_ERR_NO_MEMORY;

@@ -27,7 +27,63 @@ int tp_pmix_started(void)
 }
 
 #ifdef HAVE_PMIX
+#include <dlfcn.h>
 #include <pmix.h>
+
+/* libpmix is dlopen'd only when a PMIx server started this process: ranks under tprun never load it. */
+#define PMIX_SYMBOLS(X)                                                                                          \
+    X(PMIx_Init) X(PMIx_Finalize) X(PMIx_Get) X(PMIx_Get_nb) X(PMIx_Put) X(PMIx_Commit) X(PMIx_Fence_nb)         \
+        X(PMIx_Error_string) X(PMIx_Value_xfer) X(PMIx_Info_load) X(PMIx_Value_destruct)
+#define PMIX_FIELD(name) __typeof__(name) *p_##name;
+#define PMIX_NAME(name) #name,
+static struct {
+    void *handle;
+    PMIX_SYMBOLS(PMIX_FIELD)
+} lib;
+static const char *const lib_names[] = {PMIX_SYMBOLS(PMIX_NAME)};
+/* From here on, every PMIx call (the header's macros included) goes through the loaded table. */
+#define PMIx_Init (*lib.p_PMIx_Init)
+#define PMIx_Finalize (*lib.p_PMIx_Finalize)
+#define PMIx_Get (*lib.p_PMIx_Get)
+#define PMIx_Get_nb (*lib.p_PMIx_Get_nb)
+#define PMIx_Put (*lib.p_PMIx_Put)
+#define PMIx_Commit (*lib.p_PMIx_Commit)
+#define PMIx_Fence_nb (*lib.p_PMIx_Fence_nb)
+#define PMIx_Error_string (*lib.p_PMIx_Error_string)
+#define PMIx_Value_xfer (*lib.p_PMIx_Value_xfer)
+#define PMIx_Info_load (*lib.p_PMIx_Info_load)
+#define PMIx_Value_destruct (*lib.p_PMIx_Value_destruct)
+
+/* Loads libpmix.so.2 (the loader's path, then configure's libdir) and every symbol, or says what is wrong. */
+static tp_status_t lib_load(void)
+{
+    static const char *const paths[] = {"libpmix.so.2", TP_PMIX_LIBDIR "/libpmix.so.2"};
+    char why[512] = "";
+    if (lib.handle != NULL) return TP_OK;
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && lib.handle == NULL; i++) {
+        if (i > 0 && TP_PMIX_LIBDIR[0] == '\0') break;
+        lib.handle = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL);
+        if (lib.handle == NULL && why[0] == '\0') snprintf(why, sizeof(why), "%s", dlerror());
+    }
+    if (lib.handle == NULL) {
+        tp_log(TP_LOG_ERROR, "pmix", "started by a PMIx server (PMIX_NAMESPACE=%s) but cannot load libpmix.so.2: %s "
+               "(install libpmix2, or set LD_LIBRARY_PATH to its directory)", getenv("PMIX_NAMESPACE"), why);
+        return TP_ERR_UNSUPPORTED;
+    }
+    void **slots = (void **)&lib.p_PMIx_Init;
+    for (size_t i = 0; i < sizeof(lib_names) / sizeof(lib_names[0]); i++) {
+        if ((slots[i] = dlsym(lib.handle, lib_names[i])) != NULL) continue;
+        Dl_info info;
+        const char *file = dladdr(dlsym(lib.handle, "PMIx_Init"), &info) && info.dli_fname ? info.dli_fname
+                                                                                             : "libpmix.so.2";
+        tp_log(TP_LOG_ERROR, "pmix", "%s lacks %s: not a usable PMIx 4 library (install libpmix2)", file,
+               lib_names[i]);
+        dlclose(lib.handle);
+        memset(&lib, 0, sizeof(lib));
+        return TP_ERR_UNSUPPORTED;
+    }
+    return TP_OK;
+}
 
 static int pmix_up;
 static pmix_proc_t pmix_me;
@@ -166,6 +222,8 @@ static void root_address(const char *host, int one_host, char *out, size_t len)
 
 tp_status_t tp_pmix_world(tp_world_t *w)
 {
+    tp_status_t s = lib_load();
+    if (s != TP_OK) return s;
     pmix_proc_t me;
     pmix_status_t rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS) {
@@ -178,7 +236,6 @@ tp_status_t tp_pmix_world(tp_world_t *w)
     pmix_me = me;
     pmix_proc_t job;
     PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
-    tp_status_t s;
     if ((s = get_number(&job, PMIX_JOB_SIZE, 1, &w->size)) != TP_OK) return s;
     if ((s = get_number(&job, PMIX_LOCAL_SIZE, 0, &w->local_size)) != TP_OK) return s;
     if ((s = get_number(&me, PMIX_LOCAL_RANK, 0, &w->local_rank)) != TP_OK) return s;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "runtime_iface.h"
+
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len)
 {
     size_t klen = key ? strlen(key) : 0;
@@ -53,9 +55,9 @@ int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, in
     size_t used = 0;
     int n = snprintf(out, out_len,
                      "rank=%d\npid=%d\nhost=%s\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\nboot_ip=%s\naddresses=%s\n"
-                     "kernel=%s\n",
+                     "kernel=%s\nifaces=%s\n",
                      r->rank, (int)r->pid, r->host, r->local_rank, r->local_size, r->node_rank, r->boot_ip,
-                     r->addresses, r->kernel);
+                     r->addresses, r->kernel, r->ifaces);
     if (n < 0 || (size_t)n >= out_len) return -1;
     used = (size_t)n;
     for (int i = 0; i < num_settings; i++) {
@@ -136,6 +138,11 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), bit = 32;
         else if (strcmp(k, "boot_ip") == 0) ok = copy_field(v, r->boot_ip, sizeof(r->boot_ip)), bit = 64;
         else if (strcmp(k, "addresses") == 0) ok = copy_field(v, r->addresses, sizeof(r->addresses)), bit = 128;
+        else if (strcmp(k, "ifaces") == 0) {
+            tp_iface_t ifs[TP_IFACES_MAX];
+            ok = copy_field(v, r->ifaces, sizeof(r->ifaces)) && tp_iface_parse(v, ifs, TP_IFACES_MAX) >= 0;
+            bit = 512;
+        }
         else if (strcmp(k, "kernel") == 0) ok = copy_field(v, r->kernel, sizeof(r->kernel)), bit = 256;
         else if (strncmp(k, "set.", 4) == 0) {
             ok = tp_setting_valid(k + 4, v, why, why_len) && out->num_settings < TP_SETTINGS_MAX;
@@ -166,7 +173,7 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         }
         seen |= bit;
     }
-    if (seen != 511) {
+    if (seen != 1023) {
         snprintf(why, why_len, "record lacks required fields");
         goto bad;
     }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime_iface.h"
+
 extern const tp_transport_ops_t tp_tcp_ops;
 
 /* In order of preference; TP_TRANSPORTS may reorder or drop them. */
@@ -143,6 +145,8 @@ tp_status_t tp_transports_connect(tp_world_t *w)
         for (int p = 0; p < w->size; p++) {
             use[p] = t->peer_tr[p] == k;
             addrs[p] = buf + (size_t)p * TP_ADDRS_MAX;
+            /* Across hosts TCP dials the peer on a /24 both share, else where its bootstrap came from. */
+            if (use[p] && strcmp(t->ops[k]->name, "tcp") == 0) tp_iface_choose(w, p, buf + (size_t)p * TP_ADDRS_MAX, TP_ADDRS_MAX);
         }
         if ((s = t->ops[k]->connect(t->state[k], use, addrs)) != TP_OK) goto out;
     }

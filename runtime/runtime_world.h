@@ -23,6 +23,7 @@ typedef struct tp_peer_record {
     char boot_ip[64];             /* the address it reached rank 0 from: where peers can reach it */
     char kernel[80];              /* boot id and pid namespace: equal means its pid is valid here */
     char addresses[TP_ADDRS_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
+    char ifaces[TP_ADDRS_MAX];    /* its IPv4 interfaces (TP_IFNAME applied): "eth0:10.0.0.2/24,ib0:..." */
 } tp_peer_record_t;
 
 /* A key/value that must match on every rank. */
@@ -71,6 +72,7 @@ typedef struct tp_world {
     int *fate_fds; /* rank 0: fate_fds[r] for r >= 1; others: fate_fds[0] */
 
     void *transport_state; /* owned by runtime_transports.c */
+    void *iface_state;     /* owned by runtime_iface.c: the interface each peer is reached on */
 } tp_world_t;
 
 /* A communicator: a subset of the world's ranks. */

@@ -50,6 +50,17 @@ st=$?
 [ $st -eq 1 ] && echo "$out" | grep -q 'PMIx_Init failed: UNREACHABLE' && pass "unreachable server named" ||
     fail "unreachable server: status $st: $out"
 
+# A bad libpmix.so.2 first on the loader's path: an error naming what it lacks, not a crash.
+echo 'int not_pmix;' >"$TEST_DIR/fake.c"
+if ${CC:-cc} -shared -fPIC -o "$TEST_DIR/libpmix.so.2" "$TEST_DIR/fake.c" 2>/dev/null; then
+    out=$(mpirun_n 30 2 -x LD_LIBRARY_PATH="$TEST_DIR" "$RANK_PROG" boot 2>&1)
+    st=$?
+    [ $st -ne 0 ] && echo "$out" | grep -q 'libpmix.so.2 lacks PMIx_Init: not a usable PMIx 4 library' &&
+        ! echo "$out" | grep -qi 'segmentation\|signal 11' && pass "bad libpmix named" || fail "bad libpmix: status $st: $out"
+else
+    echo "skip: no C compiler for the fake libpmix"
+fi
+
 # tprun's own contract wins over inherited PMIx variables.
 out=$(PMIX_NAMESPACE=gone PMIX_RANK=0 timeout -k 2 20 "$TPRUN" -n 2 "$RANK_PROG" boot 2>&1)
 [ $? -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
