@@ -7,7 +7,8 @@ tprun_SOURCES = \
 	launcher/tprun_spawn.c launcher/tprun_spawn.h \
 	launcher/tprun_output.c launcher/tprun_output.h \
 	launcher/tprun_exit.c launcher/tprun_exit.h \
+	launcher/tprun_loop.h launcher/tprun_remote.c launcher/tprun_remote.h launcher/tprun_agent.c \
 	launcher/tprun_slurm.c launcher/tprun_slurm.h \
-	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c
 tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tprun_LDADD = -lm

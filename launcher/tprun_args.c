@@ -60,15 +60,27 @@ int tprun_host_is_local(const char *name, const char *hostname)
     return strlen(name) == short_len && strncasecmp(name, hostname, short_len) == 0;
 }
 
-static tp_status_t add_host(tprun_plan_t *plan, const char *name, size_t len, int slots, char *err, size_t err_len)
+static tp_status_t add_host(tprun_plan_t *plan, const char *name, size_t len, int slots, int given, char *err,
+                            size_t err_len)
 {
+    /* A host named twice adds up its slots, as in Open MPI's -H. */
+    for (size_t i = 0; i < plan->num_hosts; i++) {
+        if (strlen(plan->hosts[i].name) == len && strncmp(plan->hosts[i].name, name, len) == 0) {
+            plan->hosts[i].slots += slots;
+            plan->hosts[i].slots_given |= given;
+            plan->total_slots += slots;
+            return TP_OK;
+        }
+    }
     tprun_host_t *h = realloc(plan->hosts, (plan->num_hosts + 1) * sizeof(*h));
     if (h == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
     plan->hosts = h;
     char *copy = strndup(name, len);
     if (copy == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+    memset(&h[plan->num_hosts], 0, sizeof(h[0]));
     h[plan->num_hosts].name = copy;
     h[plan->num_hosts].slots = slots;
+    h[plan->num_hosts].slots_given = given;
     plan->num_hosts++;
     plan->total_slots += slots;
     return TP_OK;
@@ -95,7 +107,7 @@ static tp_status_t parse_host_list(tprun_plan_t *plan, const char *opt, const ch
                                 (int)name_len, p, text),
                        TP_ERR_INVALID;
         }
-        tp_status_t st = add_host(plan, p, name_len, (int)slots, err, err_len);
+        tp_status_t st = add_host(plan, p, name_len, (int)slots, colon != NULL, err, err_len);
         if (st != TP_OK) return st;
         if (p[len] == '\0') return TP_OK;
         p += len + 1;
@@ -118,6 +130,7 @@ static tp_status_t parse_hostfile(tprun_plan_t *plan, const char *path, char *er
         char *host = strtok_r(line, " \t", &save);
         if (host == NULL) continue;
         long slots = 1;
+        int given = 0;
         for (char *tok = strtok_r(NULL, " \t", &save); tok != NULL; tok = strtok_r(NULL, " \t", &save)) {
             if (strncmp(tok, "slots=", 6) != 0 || parse_count(tok + 6, TPRUN_MAX_RANKS, &slots) != 0) {
                 snprintf(err, err_len, "--hostfile %s: line %d: expected slots=N (a positive count), got \"%s\"", path,
@@ -125,8 +138,9 @@ static tp_status_t parse_hostfile(tprun_plan_t *plan, const char *path, char *er
                 st = TP_ERR_INVALID;
                 break;
             }
+            given = 1;
         }
-        if (st == TP_OK) st = add_host(plan, host, strlen(host), (int)slots, err, err_len);
+        if (st == TP_OK) st = add_host(plan, host, strlen(host), (int)slots, given, err, err_len);
     }
     if (st == TP_OK && ferror(f)) {
         snprintf(err, err_len, "--hostfile %s: %s", path, strerror(errno));
@@ -265,6 +279,10 @@ void tprun_plan_free(tprun_plan_t *plan)
     for (size_t i = 0; i < plan->num_env_set; i++) free(plan->env_set[i]);
     free(plan->env_set);
     free(plan->program_path);
+    free(plan->rank_host);
+    free(plan->rank_local);
+    free(plan->ssh);
+    free(plan->wdir);
     memset(plan, 0, sizeof(*plan));
 }
 
@@ -327,12 +345,36 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
             if ((v = option_value(argc, argv, &i, attached, name, "a number of seconds", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
             st = parse_grace(name, v, &plan->grace_s, err, err_len);
+        } else if (strcmp(name, "--map-by") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "slot or node", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if (strcmp(v, "slot") == 0) plan->map_by = TPRUN_MAP_SLOT;
+            else if (strcmp(v, "node") == 0) plan->map_by = TPRUN_MAP_NODE;
+            else return snprintf(err, err_len, "%s: expected slot or node, got \"%s\"", name, v), TP_ERR_INVALID;
+        } else if (strcmp(name, "--ssh") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "a command such as \"ssh -F file\"", err,
+                                  err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if (v[strspn(v, " \t")] == '\0')
+                return snprintf(err, err_len, "%s: expected a command, got \"%s\"", name, v), TP_ERR_INVALID;
+            free(plan->ssh);
+            if ((plan->ssh = strdup(v)) == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+        } else if (strcmp(name, "--wdir") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "a directory", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if (v[0] != '/')
+                return snprintf(err, err_len, "%s: expected an absolute directory, got \"%s\"", name, v),
+                       TP_ERR_INVALID;
+            free(plan->wdir);
+            if ((plan->wdir = strdup(v)) == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
         } else if (attached != NULL && arg[1] == '-' &&
-                   (strcmp(name, "--tag-output") == 0 || strcmp(name, "--no-torch-env") == 0 ||
+                   (strcmp(name, "--tag-output") == 0 || strcmp(name, "--report-bindings") == 0 || strcmp(name, "--no-torch-env") == 0 ||
                     strcmp(name, "--info") == 0 || strcmp(name, "--version") == 0 || strcmp(name, "--help") == 0)) {
             return snprintf(err, err_len, "%s: takes no value, got \"%s\"", name, attached), TP_ERR_INVALID;
         } else if (strcmp(name, "--tag-output") == 0) {
             plan->tag_output = 1;
+        } else if (strcmp(name, "--report-bindings") == 0) {
+            plan->report_bindings = 1;
         } else if (strcmp(name, "--no-torch-env") == 0) {
             plan->torch_env = 0;
         } else if (strcmp(name, "--info") == 0) {
@@ -367,17 +409,72 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
                    TP_ERR_INVALID;
         plan->np = (int)plan->total_slots;
     }
-    for (size_t h = 0; h < plan->num_hosts; h++)
-        if (!tprun_host_is_local(plan->hosts[h].name, hostname))
-            return snprintf(err, err_len,
-                            "host \"%s\": remote hosts need the ssh launcher, which is not implemented yet",
-                            plan->hosts[h].name),
-                   TP_ERR_INVALID;
+    int any_given = 0;
+    for (size_t h = 0; h < plan->num_hosts; h++) {
+        plan->hosts[h].local = tprun_host_is_local(plan->hosts[h].name, hostname);
+        any_given |= plan->hosts[h].slots_given;
+    }
+    /* -n 6 -H a,b,c: hosts named without slot counts share the ranks evenly. */
+    if (plan->hosts != NULL && plan->total_slots < plan->np && !any_given) {
+        int each = (int)((plan->np + (long)plan->num_hosts - 1) / (long)plan->num_hosts);
+        plan->total_slots = 0;
+        for (size_t h = 0; h < plan->num_hosts; h++) plan->hosts[h].slots = each, plan->total_slots += each;
+    }
     if (plan->hosts != NULL && plan->total_slots < plan->np)
         return snprintf(err, err_len, "-n %d needs %d slots, but -H/--hostfile give only %ld", plan->np, plan->np,
                         plan->total_slots),
                TP_ERR_INVALID;
-    return tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
+    tp_status_t st = plan->hosts != NULL ? tprun_plan_place(plan, err, err_len) : TP_OK;
+    if (st == TP_OK)
+        st = tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
+    if (st != TP_OK || !plan->remote) return st;
+    /* Remote ranks run the same path in the same directory: both are made absolute here. */
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) == NULL)
+        return snprintf(err, err_len, "cannot read the current directory: %s", strerror(errno)), TP_ERR_INVALID;
+    if (plan->wdir == NULL && (plan->wdir = strdup(cwd)) == NULL)
+        return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+    if (plan->program_path[0] != '/') {
+        char *abs = malloc(strlen(cwd) + strlen(plan->program_path) + 2);
+        if (abs == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+        sprintf(abs, "%s/%s", cwd, plan->program_path[0] == '.' && plan->program_path[1] == '/'
+                                       ? plan->program_path + 2 : plan->program_path);
+        free(plan->program_path);
+        plan->program_path = abs;
+    }
+    return TP_OK;
+}
+
+tp_status_t tprun_plan_place(tprun_plan_t *plan, char *err, size_t err_len)
+{
+    free(plan->rank_host);
+    free(plan->rank_local);
+    plan->rank_host = calloc((size_t)plan->np, sizeof(int));
+    plan->rank_local = calloc((size_t)plan->np, sizeof(int));
+    if (plan->rank_host == NULL || plan->rank_local == NULL)
+        return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+    for (size_t h = 0; h < plan->num_hosts; h++) plan->hosts[h].nranks = 0;
+    int r = 0;
+    if (plan->map_by == TPRUN_MAP_NODE) {
+        /* One rank per host in turn, skipping hosts whose slots are full. */
+        while (r < plan->np)
+            for (size_t h = 0; h < plan->num_hosts && r < plan->np; h++)
+                if (plan->hosts[h].nranks < plan->hosts[h].slots) plan->rank_host[r++] = (int)h, plan->hosts[h].nranks++;
+    } else {
+        for (size_t h = 0; h < plan->num_hosts && r < plan->np; h++)
+            for (int s = 0; s < plan->hosts[h].slots && r < plan->np; s++)
+                plan->rank_host[r++] = (int)h, plan->hosts[h].nranks++;
+    }
+    int node = 0;
+    plan->remote = 0;
+    for (size_t h = 0; h < plan->num_hosts; h++) {
+        tprun_host_t *host = &plan->hosts[h];
+        host->node = host->nranks > 0 ? node++ : -1;
+        if (host->nranks > 0 && !host->local) plan->remote = 1;
+        host->nranks = 0;
+    }
+    for (r = 0; r < plan->np; r++) plan->rank_local[r] = plan->hosts[plan->rank_host[r]].nranks++;
+    return TP_OK;
 }
 
 tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const char *hostname, tprun_plan_t *plan,
@@ -394,6 +491,10 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
         tp_config_parse_seconds("TP_TIMEOUT", v, &plan->timeout_s, ignore, sizeof(ignore));
     if ((v = env_lookup(envp, "TP_KILL_GRACE")) != NULL)
         parse_grace("TP_KILL_GRACE", v, &plan->grace_s, ignore, sizeof(ignore));
+    plan->ssh_timeout_s = 10;
+    if ((v = env_lookup(envp, "TP_SSH_TIMEOUT")) != NULL)
+        tp_config_parse_seconds("TP_SSH_TIMEOUT", v, &plan->ssh_timeout_s, ignore, sizeof(ignore));
+    if ((v = env_lookup(envp, "TP_SSH")) != NULL && v[strspn(v, " \t")] != '\0') plan->ssh = strdup(v);
     if ((v = env_lookup(envp, "TP_TORCH_ENV")) != NULL &&
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
@@ -416,12 +517,20 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
 void tprun_usage(int fd)
 {
     dprintf(fd, "usage: tprun -n N [options] [--] program [args...]\n"
-                "Starts N ranks of program on this machine, each with the tprun environment (docs/USAGE.md).\n"
+                "Starts N ranks of program on this machine or, over ssh, on the hosts given, each with the tprun\n"
+                "environment (docs/USAGE.md).\n"
                 "\n"
                 "  -n, --np N            number of ranks (default with -H/--hostfile: their total slots)\n"
                 "  -H, --host LIST       hosts as host[:slots][,host[:slots]...] (1 slot by default)\n"
                 "      --hostfile FILE   hosts, one \"host [slots=N]\" per line, '#' comments\n"
-                "                        (-H and --hostfile add up; only this machine is supported for now)\n"
+                "                        (-H and --hostfile add up; a host that is not this machine is\n"
+                "                        reached over ssh, where tprun and the program have the same paths)\n"
+                "      --map-by slot|node  fill each host's slots in turn (slot, the default) or deal ranks\n"
+                "                        round-robin over the hosts (node)\n"
+                "      --ssh CMD         the ssh command for remote hosts, split on blanks (default: TP_SSH, ssh);\n"
+                "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
+                "      --wdir DIR        remote ranks start in DIR (default: the current directory)\n"
+                "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
                 "  -x VAR                check that VAR is set and pass it to every rank\n"
                 "  -x VAR=value          set VAR for every rank (repeatable; a later one wins)\n"
                 "      --tag-output      prefix each line of output with \"[rank] \"\n"

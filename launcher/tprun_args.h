@@ -17,7 +17,14 @@
 typedef struct tprun_host {
     char *name;
     int slots;
+    int slots_given; /* host:N or slots=N: a hard limit; without it a host takes an even share of -n */
+    int local;  /* this machine (started by tprun itself, no agent) */
+    int nranks; /* ranks placed here */
+    int node;   /* TP_NODE_RANK of its ranks: its index among the hosts that got ranks */
 } tprun_host_t;
+
+/* Rank placement over the hosts' slots: fill each host in turn, or deal ranks round-robin. */
+enum { TPRUN_MAP_SLOT = 0, TPRUN_MAP_NODE = 1 };
 
 typedef struct tprun_plan {
     int np;              /* number of ranks */
@@ -33,6 +40,14 @@ typedef struct tprun_plan {
     int want_help;
     int want_version;
     int want_info;
+    int map_by;
+    int *rank_host; /* np entries: the host index of each rank; NULL without -H/--hostfile */
+    int *rank_local; /* np entries: each rank's index among its host's ranks */
+    int remote;      /* some rank is on a host that is not this machine: the ssh launcher runs the job */
+    char *ssh;       /* --ssh or TP_SSH: the ssh command, split on blanks */
+    double ssh_timeout_s;
+    char *wdir;      /* --wdir, else the current directory (remote ranks start there) */
+    int report_bindings;
     char *program_path; /* the resolved file that each rank executes */
     char **argv;        /* the program and its arguments, as given (points into the caller's argv) */
 } tprun_plan_t;
@@ -47,6 +62,9 @@ typedef struct tprun_plan {
 tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const char *hostname, tprun_plan_t *plan,
                              char *err, size_t err_len);
 void tprun_plan_free(tprun_plan_t *plan);
+
+/* Places np ranks on the plan's hosts by plan->map_by; fills rank_host, rank_local and each host's counts. */
+tp_status_t tprun_plan_place(tprun_plan_t *plan, char *err, size_t err_len);
 
 /* Whether a host name given on the command line means this machine (localhost, 127.x, hostname or its short name). */
 int tprun_host_is_local(const char *name, const char *hostname);

@@ -16,48 +16,22 @@
 #include "runtime_log.h"
 #include "tprun_args.h"
 #include "tprun_exit.h"
+#include "tprun_loop.h"
 #include "tprun_output.h"
 #include "tprun_slurm.h"
+#include "tprun_remote.h"
 #include "tprun_spawn.h"
 
 extern char **environ;
 
-/* epoll ids beyond the ranks' streams (rank r's stdout is 2r, its stderr 2r+1). */
-#define ID_SIGNALS   0xfffffff0u
-#define ID_STDIN_IN  0xfffffff1u
-#define ID_STDIN_OUT 0xfffffff2u
-
-typedef struct tprun_loop {
-    tprun_job_t *job;
-    const tprun_plan_t *plan;
-    int epfd;
-    int sigfd;
-    int running;       /* ranks started and not reaped */
-    int started;       /* ranks started */
-    int first_failure; /* the rank whose failure decides the exit status, or -1 */
-    int exit_status;
-    int timed_out;
-    int launch_failed;
-    int signals_seen;        /* SIGINT, SIGTERM, SIGHUP received */
-    double kill_deadline;    /* when tprun SIGKILLs what is left; 0 when not set */
-    double timeout_deadline; /* 0 without --timeout */
-    long long oom_base;
-    struct reaped *batch; /* room for every rank, for one pass of reaping */
-    tprun_stdin_t in;
-    unsigned stdin_events[2]; /* events registered for fd 0 and the stdin pipe */
-} tprun_loop_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return tprun_now_s(); }
 
 static void epoll_del(tprun_loop_t *L, int fd)
 {
     if (fd >= 0) epoll_ctl(L->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
+
+void tprun_loop_epoll_del(tprun_loop_t *L, int fd) { epoll_del(L, fd); }
 
 /* Signals every running rank's process group; SIGCONT first so a stopped rank sees the signal. */
 static void signal_ranks(tprun_loop_t *L, int sig)
@@ -66,15 +40,20 @@ static void signal_ranks(tprun_loop_t *L, int sig)
         tprun_rank_t *rank = &L->job->ranks[r];
         if (!rank->running) continue;
         rank->ended_by = sig;
+        if (rank->agent >= 0) continue;
         kill(-rank->pid, SIGCONT);
         kill(-rank->pid, sig);
     }
+    if (L->agents != NULL) tprun_agents_signal(L->agents, sig);
 }
 
 static void kill_now(tprun_loop_t *L)
 {
     signal_ranks(L, SIGKILL);
     L->kill_deadline = 0;
+    /* An agent that does not report its ranks' end after the SIGKILL is cut off (its host may be gone). */
+    if (L->agents != NULL && L->agents_deadline == 0)
+        L->agents_deadline = now_s() + (L->plan->grace_s > 1 ? L->plan->grace_s : 1);
 }
 
 /* SIGTERM now, SIGKILL after the grace (or at once with --grace 0). */
@@ -88,6 +67,8 @@ static void teardown(tprun_loop_t *L)
     double deadline = now_s() + L->plan->grace_s;
     if (L->kill_deadline == 0 || deadline < L->kill_deadline) L->kill_deadline = deadline;
 }
+
+void tprun_loop_teardown(tprun_loop_t *L) { teardown(L); }
 
 static void running_ranks(tprun_loop_t *L, char *buf, size_t len)
 {
@@ -129,6 +110,12 @@ static void stdin_step(tprun_loop_t *L, int in_ready)
     }
 }
 
+/* The host a rank runs on, as the command line named it (this machine's name on a single-host job). */
+static const char *rank_host(const tprun_loop_t *L, int r)
+{
+    return L->plan->rank_host != NULL && L->agents != NULL ? L->plan->hosts[L->plan->rank_host[r]].name : L->job->host;
+}
+
 /* A rank that is stopped (SIGSTOP) cannot answer its peers: when they end with TP_EXIT_PEER_FAILED, it is the cause. */
 static void print_stopped_cause(tprun_loop_t *L)
 {
@@ -136,10 +123,16 @@ static void print_stopped_cause(tprun_loop_t *L)
     for (int r = 0; r < L->job->np; r++) {
         tprun_rank_t *rank = &L->job->ranks[r];
         if (!rank->running || rank->stopped_by == 0) continue;
-        tprun_say("rank %d (host %s, pid %d) stopped answering: it is stopped by signal %d (%s)", r, L->job->host,
+        tprun_say("rank %d (host %s, pid %d) stopped answering: it is stopped by signal %d (%s)", r, rank_host(L, r),
                   (int)rank->pid, rank->stopped_by, tprun_signal_name(rank->stopped_by, sig, sizeof(sig)));
         return;
     }
+}
+
+/* Whether a rank's end is a consequence, not a cause: libtp's fate path ends a rank whose peer failed with 70. */
+static int is_consequence(int wstatus)
+{
+    return !tprun_status_failed(wstatus) || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == TP_EXIT_PEER_FAILED);
 }
 
 static void print_failure(tprun_loop_t *L, int r)
@@ -148,7 +141,9 @@ static void print_failure(tprun_loop_t *L, int r)
     int st = rank->wstatus;
     char cause[160], sig[32], extra[160] = "";
     int oom = 0;
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by != SIGKILL) {
+    if (rank->agent >= 0) {
+        oom = rank->oom;
+    } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by != SIGKILL) {
         long long count = tprun_oom_count();
         oom = count >= 0 && L->oom_base >= 0 && count > L->oom_base;
         L->oom_base = count;
@@ -165,7 +160,7 @@ static void print_failure(tprun_loop_t *L, int r)
         snprintf(extra, sizeof(extra), ", forwarded by tprun (it received %s)",
                  tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
     if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED) print_stopped_cause(L);
-    tprun_say("rank %d (host %s, pid %d) %s%s", r, L->job->host, (int)rank->pid, cause, extra);
+    tprun_say("rank %d (host %s, pid %d) %s%s", r, rank_host(L, r), (int)rank->pid, cause, extra);
 }
 
 static void rank_ended(tprun_loop_t *L, int r, int wstatus)
@@ -175,8 +170,8 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     rank->running = 0;
     rank->wstatus = wstatus;
     L->running--;
-    tprun_keeper_tell(&job->keeper, 'R', rank->pid);
-    if (r == 0) stdin_stop(L);
+    if (rank->agent < 0) tprun_keeper_tell(&job->keeper, 'R', rank->pid);
+    if (r == job->stdin_index) stdin_stop(L);
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(job);
     if (tp_log_enabled(TP_LOG_DEBUG)) {
         char cause[160];
@@ -184,7 +179,18 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
         tp_log(TP_LOG_DEBUG, "fate", "rank %d (pid %d) %s", r, (int)rank->pid, cause);
     }
     /* Only a failure of the job's own making counts: not one caused by a teardown already under way. */
-    if (tprun_status_failed(wstatus) && L->first_failure < 0 && !L->timed_out && !L->launch_failed) {
+    int candidate = tprun_status_failed(wstatus) && L->first_failure < 0 && !L->timed_out && !L->launch_failed;
+    /* Across hosts the cause's report may come after its consequences' (70): hold those back a moment. */
+    if (candidate && L->agents != NULL && is_consequence(wstatus)) {
+        if (L->held_rank < 0) {
+            L->held_rank = r;
+            L->held_deadline = now_s() + TPRUN_CAUSE_WAIT_S;
+        }
+        candidate = 0;
+    }
+    if (candidate) {
+        L->held_rank = -1;
+        L->held_deadline = 0;
         L->first_failure = r;
         L->exit_status = tprun_status_code(wstatus);
         print_failure(L, r);
@@ -197,17 +203,26 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     tprun_stream_drain(&rank->err, &rank->prefix);
 }
 
+void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus) { rank_ended(L, r, wstatus); }
+
+/* The held consequence becomes the first failure when no cause was reported in time. */
+static void release_held(tprun_loop_t *L)
+{
+    int r = L->held_rank;
+    L->held_rank = -1;
+    L->held_deadline = 0;
+    if (r < 0 || L->first_failure >= 0 || L->timed_out || L->launch_failed) return;
+    L->first_failure = r;
+    L->exit_status = tprun_status_code(L->job->ranks[r].wstatus);
+    print_failure(L, r);
+    teardown(L);
+}
+
 static int find_rank(const tprun_job_t *job, pid_t pid)
 {
     for (int i = 0; i < job->np; i++)
-        if (job->ranks[i].pid == pid && job->ranks[i].running) return i;
+        if (job->ranks[i].pid == pid && job->ranks[i].running && job->ranks[i].agent < 0) return i;
     return -1;
-}
-
-/* Whether a rank's end is a consequence, not a cause: libtp's fate path ends a rank whose peer failed with 70. */
-static int is_consequence(int wstatus)
-{
-    return !tprun_status_failed(wstatus) || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == TP_EXIT_PEER_FAILED);
 }
 
 typedef struct reaped {
@@ -239,7 +254,9 @@ static void reap(tprun_loop_t *L)
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
-        if (pid == job->keeper.pid) {
+        if (L->agents != NULL && tprun_agents_reaped(L, pid, st)) {
+            continue;
+        } else if (pid == job->keeper.pid) {
             tp_log(TP_LOG_WARN, "keeper",
                    "the keeper (pid %d) ended early; ranks are not cleaned up if tprun is killed", (int)pid);
             job->keeper.pid = 0;
@@ -315,8 +332,16 @@ static void loop_run(tprun_loop_t *L)
         double now = now_s();
         if (L->timeout_deadline > 0 && now >= L->timeout_deadline) on_timeout(L);
         if (L->kill_deadline > 0 && now >= L->kill_deadline) kill_now(L);
+        if (L->held_deadline > 0 && now >= L->held_deadline) release_held(L);
+        if (L->agents_deadline > 0 && now >= L->agents_deadline) {
+            L->agents_deadline = 0;
+            tprun_agents_cut_off(L);
+            continue;
+        }
         double next = L->timeout_deadline;
-        if (L->kill_deadline > 0 && (next == 0 || L->kill_deadline < next)) next = L->kill_deadline;
+        const double others[] = {L->kill_deadline, L->held_deadline, L->agents_deadline};
+        for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++)
+            if (others[k] > 0 && (next == 0 || others[k] < next)) next = others[k];
         int wait_ms = next > 0 ? (int)ceil((next - now) * 1000.0) : -1;
         if (next > 0 && wait_ms < 1) wait_ms = 1;
         int n = epoll_wait(L->epfd, events, 64, wait_ms);
@@ -331,6 +356,7 @@ static void loop_run(tprun_loop_t *L)
             if (id == ID_SIGNALS) on_signals(L);
             else if (id == ID_STDIN_IN) stdin_step(L, 1);
             else if (id == ID_STDIN_OUT) stdin_step(L, 0);
+            else if (id >= ID_AGENT_BASE) tprun_agents_on_event(L, id - ID_AGENT_BASE);
             else on_stream(L, id);
         }
     }
@@ -340,6 +366,7 @@ static void start_ranks(tprun_loop_t *L)
 {
     tprun_job_t *job = L->job;
     for (int r = 0; r < job->np; r++) {
+        if (job->ranks[r].agent >= 0) continue;
         if (tprun_rank_start(job, r) != TP_OK) {
             L->launch_failed = 1;
             L->exit_status = TPRUN_EXIT_LAUNCH;
@@ -389,6 +416,8 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     L.job = &job;
     L.plan = plan;
     L.first_failure = -1;
+    L.held_rank = -1;
+    tprun_agents_t agents;
     L.epfd = L.sigfd = -1;
     L.in.in_fd = L.in.pipe_fd = -1;
 
@@ -422,13 +451,27 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     L.oom_base = tprun_oom_count();
     tp_log(TP_LOG_DEBUG, "fate", "OOM kills counted from %s",
            tprun_oom_source()[0] ? tprun_oom_source() : "nowhere (not readable)");
+    if (plan->remote) {
+        L.agents = &agents;
+        if (tprun_agents_setup(&agents, &job, plan) != TP_OK) goto err_job;
+    }
     if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
     L.batch = calloc((size_t)plan->np, sizeof(*L.batch));
     if (L.batch == NULL) goto err_job;
     tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
            job.boot_port);
     if (plan->timeout_s > 0) L.timeout_deadline = now_s() + plan->timeout_s;
-    start_ranks(&L);
+    if (L.agents != NULL) {
+        /* Every host's agent first: a host that cannot start its ranks fails the launch before any rank runs. */
+        if ((status = tprun_agents_launch(&L)) != 0) goto err_job;
+        if (tprun_job_build_envs(&job, environ) != TP_OK) {
+            tprun_say("could not build the local ranks' environments; ending the agents");
+            L.launch_failed = 1;
+            L.exit_status = TPRUN_EXIT_LAUNCH;
+            teardown(&L);
+        }
+    }
+    if (!L.launch_failed) start_ranks(&L);
     if (job.stdin_tty && L.started > 0) {
         L.in.in_fd = STDIN_FILENO;
         L.in.pipe_fd = job.stdin_pipe[1];
@@ -439,6 +482,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     print_summary(&L);
     status = L.exit_status;
 err_job:
+    if (L.agents != NULL) tprun_agents_finish(&L);
     stdin_stop(&L);
     tprun_keeper_finish(&job.keeper);
     tprun_job_release(&job);
@@ -469,6 +513,8 @@ int main(int argc, char **argv)
     if (gethostname(host, sizeof(host)) != 0) strcpy(host, "localhost");
     host[sizeof(host) - 1] = '\0';
 
+    /* The ssh launcher's agent on a remote host (hidden: tprun starts it, with its plan on stdin). */
+    if (argc == 2 && strcmp(argv[1], "--agent") == 0) return tprun_agent_main();
     tprun_plan_t plan;
     char err[1024];
     if (tprun_args_parse(argc, argv, environ, host, &plan, err, sizeof(err)) != TP_OK) {

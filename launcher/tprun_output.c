@@ -47,7 +47,8 @@ static void emit_lines(tprun_stream_t *s, const tprun_prefix_t *prefix)
     char *nl;
     while ((nl = memchr(s->buf + s->scanned, '\n', s->len - s->scanned)) != NULL) {
         size_t end = (size_t)(nl - s->buf) + 1;
-        tprun_write_line(s->out_fd, prefix, s->buf + start, end - start);
+        if (s->on_line != NULL) s->on_line(s->ctx, s->buf + start, end - start);
+        else tprun_write_line(s->out_fd, prefix, s->buf + start, end - start);
         start = end;
         s->scanned = end;
     }
@@ -67,7 +68,8 @@ static void emit_partial(tprun_stream_t *s, const tprun_prefix_t *prefix)
         char *grown = realloc(s->buf, s->cap + 1);
         if (grown != NULL) s->buf = grown, s->cap++, s->buf[s->len++] = '\n';
     }
-    tprun_write_line(s->out_fd, prefix, s->buf, s->len);
+    if (s->on_line != NULL) s->on_line(s->ctx, s->buf, s->len);
+    else tprun_write_line(s->out_fd, prefix, s->buf, s->len);
     s->len = s->scanned = 0;
 }
 

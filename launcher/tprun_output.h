@@ -13,6 +13,9 @@ typedef struct tprun_stream {
     size_t len;     /* bytes held */
     size_t scanned; /* bytes of buf known to hold no newline */
     size_t cap;
+    /* When set, each whole line (newline included) goes here instead of to out_fd: an agent's channel. */
+    void (*on_line)(void *ctx, char *line, size_t len);
+    void *ctx;
 } tprun_stream_t;
 
 /* Line prefix for --tag-output ("[3] "), or an empty prefix; kept with the stream's owner. */

@@ -40,16 +40,22 @@ static tp_status_t random_hex(char *out, size_t bytes)
 static tp_status_t open_boot_listener(tprun_job_t *job)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    if (job->boot_bind != NULL && inet_pton(AF_INET, job->boot_bind, &sa.sin_addr) != 1) {
+        tp_log(TP_LOG_ERROR, "boot", "cannot bind the bootstrap listener to \"%s\": not an IPv4 address",
+               job->boot_bind);
+        return TP_ERR_INVALID;
+    }
     socklen_t sl = sizeof(sa);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         tp_log(TP_LOG_ERROR, "boot", "cannot create the bootstrap socket: %s", strerror(errno));
         return TP_ERR_SYSTEM;
     }
-    int backlog = job->np > 4096 ? job->np : 4096;
+    int backlog = job->world_size > 4096 ? job->world_size : 4096;
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, backlog) != 0 ||
         getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
-        tp_log(TP_LOG_ERROR, "boot", "cannot listen on 127.0.0.1 port 0 for the bootstrap: %s", strerror(errno));
+        tp_log(TP_LOG_ERROR, "boot", "cannot listen on %s port 0 for the bootstrap: %s",
+               job->boot_bind ? job->boot_bind : "127.0.0.1", strerror(errno));
         close(fd);
         return TP_ERR_SYSTEM;
     }
@@ -73,7 +79,7 @@ static int overridden(const char *entry, char *const *set, size_t from, size_t n
     return 0;
 }
 
-static tp_status_t build_envs(tprun_job_t *job, char *const *environ_)
+tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_)
 {
     const tprun_plan_t *plan = job->plan;
     size_t nbase = 0;
@@ -83,7 +89,7 @@ static tp_status_t build_envs(tprun_job_t *job, char *const *environ_)
     job->envp = calloc(np, sizeof(*job->envp));
     job->envp_mem = calloc(np * per_rank, sizeof(char *));
     /* Shared strings first (11 of them, one the job id), then 4 numbers per rank. */
-    job->env_strings = malloc((11 + 4 * np) * TPRUN_VAR_LEN + sizeof(job->job_id));
+    job->env_strings = malloc((13 + 4 * np) * TPRUN_VAR_LEN + sizeof(job->job_id) + sizeof(job->host));
     if (job->envp == NULL || job->envp_mem == NULL || job->env_strings == NULL) {
         tp_log(TP_LOG_ERROR, "spawn", "out of memory for %d ranks' environments", job->np);
         return TP_ERR_NO_MEMORY;
@@ -91,16 +97,19 @@ static tp_status_t build_envs(tprun_job_t *job, char *const *environ_)
     char *s = job->env_strings;
 #define TPRUN_ADD_STRING(var, ...) (var = s, s += sprintf(s, __VA_ARGS__) + 1)
     char *world, *node, *job_id, *key, *addr, *boot_fd, *t_world, *t_local_world, *t_addr, *t_port, *local_world;
-    TPRUN_ADD_STRING(world, "TP_WORLD_SIZE=%d", job->np);
-    TPRUN_ADD_STRING(local_world, "TP_LOCAL_WORLD_SIZE=%d", job->np);
-    TPRUN_ADD_STRING(node, "TP_NODE_RANK=0");
+    char *host_var = NULL, *report = NULL;
+    TPRUN_ADD_STRING(world, "TP_WORLD_SIZE=%d", job->world_size);
+    TPRUN_ADD_STRING(local_world, "TP_LOCAL_WORLD_SIZE=%d", job->local_size);
+    TPRUN_ADD_STRING(node, "TP_NODE_RANK=%d", job->node_rank);
     TPRUN_ADD_STRING(job_id, "TP_JOB_ID=%s", job->job_id);
     TPRUN_ADD_STRING(key, "TP_JOB_KEY=%s", job->job_key);
-    TPRUN_ADD_STRING(addr, "TP_BOOT_ADDR=127.0.0.1:%d", job->boot_port);
+    TPRUN_ADD_STRING(addr, "TP_BOOT_ADDR=%s:%d", job->boot_ip, job->boot_port);
     TPRUN_ADD_STRING(boot_fd, "TP_BOOT_FD=%d", TPRUN_BOOT_FD);
-    TPRUN_ADD_STRING(t_world, "WORLD_SIZE=%d", job->np);
-    TPRUN_ADD_STRING(t_local_world, "LOCAL_WORLD_SIZE=%d", job->np);
-    TPRUN_ADD_STRING(t_addr, "MASTER_ADDR=127.0.0.1");
+    TPRUN_ADD_STRING(t_world, "WORLD_SIZE=%d", job->world_size);
+    TPRUN_ADD_STRING(t_local_world, "LOCAL_WORLD_SIZE=%d", job->local_size);
+    TPRUN_ADD_STRING(t_addr, "MASTER_ADDR=%s", job->boot_ip);
+    if (job->host_var != NULL) TPRUN_ADD_STRING(host_var, "TP_HOST=%.255s", job->host_var);
+    if (plan->report_bindings) TPRUN_ADD_STRING(report, "TP_REPORT_BINDINGS=1");
     TPRUN_ADD_STRING(t_port, "MASTER_PORT=%d", job->boot_port);
 
     /* The inherited part is the same for every rank: filter it once. */
@@ -117,16 +126,20 @@ static tp_status_t build_envs(tprun_job_t *job, char *const *environ_)
 
     for (size_t r = 0; r < np; r++) {
         char **e = job->envp_mem + r * per_rank;
-        if (r > 0) memcpy(e, base, nb * sizeof(char *));
+        if (job->ranks[r].agent >= 0) continue;
+        if (e != base) memcpy(e, base, nb * sizeof(char *));
         size_t k = nb;
         char *v;
-        TPRUN_ADD_STRING(v, "TP_RANK=%zu", r), e[k++] = v;
-        TPRUN_ADD_STRING(v, "TP_LOCAL_RANK=%zu", r), e[k++] = v;
+        int id = job->ranks[r].id, local = job->ranks[r].local_rank;
+        TPRUN_ADD_STRING(v, "TP_RANK=%d", id), e[k++] = v;
+        TPRUN_ADD_STRING(v, "TP_LOCAL_RANK=%d", local), e[k++] = v;
         e[k++] = world, e[k++] = local_world, e[k++] = node, e[k++] = job_id, e[k++] = key, e[k++] = addr;
-        if (r == 0) e[k++] = boot_fd;
+        if ((int)r == job->boot_index) e[k++] = boot_fd;
+        if (host_var != NULL) e[k++] = host_var;
+        if (report != NULL) e[k++] = report;
         if (plan->torch_env) {
-            TPRUN_ADD_STRING(v, "RANK=%zu", r), e[k++] = v;
-            TPRUN_ADD_STRING(v, "LOCAL_RANK=%zu", r), e[k++] = v;
+            TPRUN_ADD_STRING(v, "RANK=%d", id), e[k++] = v;
+            TPRUN_ADD_STRING(v, "LOCAL_RANK=%d", local), e[k++] = v;
             e[k++] = t_world, e[k++] = t_local_world, e[k++] = t_addr, e[k++] = t_port;
         }
         e[k] = NULL;
@@ -139,26 +152,39 @@ static tp_status_t build_envs(tprun_job_t *job, char *const *environ_)
 tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *const *environ_)
 {
     job->plan = plan;
-    job->np = plan->np;
+    if (job->np == 0) { /* a single-host job: every rank here, rank 0 first */
+        job->np = job->world_size = job->local_size = plan->np;
+        job->listen = 1;
+        job->stdin_index = job->boot_index = 0;
+    }
+    if (job->boot_ip[0] == '\0') snprintf(job->boot_ip, sizeof(job->boot_ip), "127.0.0.1");
     job->boot_fd = job->devnull_fd = -1;
     job->stdin_pipe[0] = job->stdin_pipe[1] = job->exec_pipe[0] = job->exec_pipe[1] = -1;
     char nonce[9];
-    if (random_hex(nonce, 4) != TP_OK || random_hex(job->job_key, 16) != TP_OK) {
+    /* An agent is given the job's id and key; tprun makes them. */
+    if (random_hex(nonce, 4) != TP_OK || (job->job_key[0] == '\0' && random_hex(job->job_key, 16) != TP_OK)) {
         tp_log(TP_LOG_ERROR, "spawn", "getrandom failed: %s", strerror(errno));
         return TP_ERR_SYSTEM;
     }
-    snprintf(job->job_id, sizeof(job->job_id), "%s-%d-%s", job->host, (int)getpid(), nonce);
-    tp_status_t st = open_boot_listener(job);
+    if (job->job_id[0] == '\0') snprintf(job->job_id, sizeof(job->job_id), "%s-%d-%s", job->host, (int)getpid(), nonce);
+    tp_status_t st = job->listen ? open_boot_listener(job) : TP_OK;
     if (st != TP_OK) return st;
-    if ((st = build_envs(job, environ_)) != TP_OK) return st;
-    job->ranks = calloc((size_t)job->np, sizeof(*job->ranks));
-    if (job->ranks == NULL) return TP_ERR_NO_MEMORY;
+    if (job->ranks == NULL) {
+        job->ranks = calloc((size_t)job->np, sizeof(*job->ranks));
+        if (job->ranks == NULL) return TP_ERR_NO_MEMORY;
+        for (int r = 0; r < job->np; r++) {
+            job->ranks[r].id = job->ranks[r].local_rank = r;
+            job->ranks[r].agent = -1;
+        }
+    }
+    if (!job->defer_envs && (st = tprun_job_build_envs(job, environ_)) != TP_OK) return st;
     for (int r = 0; r < job->np; r++) {
         tprun_stream_init(&job->ranks[r].out, -1, STDOUT_FILENO);
         tprun_stream_init(&job->ranks[r].err, -1, STDERR_FILENO);
         if (plan->tag_output)
             job->ranks[r].prefix.len =
-                (size_t)snprintf(job->ranks[r].prefix.text, sizeof(job->ranks[r].prefix.text), "[%d] ", r);
+                (size_t)snprintf(job->ranks[r].prefix.text, sizeof(job->ranks[r].prefix.text), "[%d] ",
+                                 job->ranks[r].id);
     }
     job->devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (job->devnull_fd < 0 || pipe2(job->exec_pipe, O_CLOEXEC) != 0) {
@@ -167,7 +193,7 @@ tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *
     }
     fcntl(job->exec_pipe[0], F_SETFL, O_NONBLOCK);
     /* A rank in its own process group that reads the terminal would be stopped (SIGTTIN): tprun reads it instead. */
-    job->stdin_tty = isatty(STDIN_FILENO);
+    job->stdin_tty = job->stdin_index >= 0 && isatty(STDIN_FILENO);
     if (job->stdin_tty) {
         if (pipe2(job->stdin_pipe, O_CLOEXEC) != 0) {
             tp_log(TP_LOG_ERROR, "spawn", "cannot create the stdin pipe: %s", strerror(errno));
@@ -215,11 +241,11 @@ static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int ou
     /* Dies with tprun; the getppid check covers tprun dying before prctl. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(TPRUN_EXIT_LAUNCH);
-    if (r > 0) dup2(job->devnull_fd, STDIN_FILENO);
+    if (r != job->stdin_index) dup2(job->devnull_fd, STDIN_FILENO);
     else if (job->stdin_tty) dup2(job->stdin_pipe[0], STDIN_FILENO);
     dup2(out_w, STDOUT_FILENO);
     dup2(err_w, STDERR_FILENO);
-    if (r == 0) {
+    if (r == job->boot_index) {
         if (job->boot_fd == TPRUN_BOOT_FD) fcntl(TPRUN_BOOT_FD, F_SETFD, 0);
         else dup2(job->boot_fd, TPRUN_BOOT_FD);
     }
@@ -252,10 +278,8 @@ tp_status_t tprun_rank_start(tprun_job_t *job, int r)
     rank->pid = pid;
     rank->running = 1;
     tprun_keeper_tell(&job->keeper, 'S', pid);
-    if (r == 0) {
-        close_fd(&job->boot_fd);
-        close_fd(&job->stdin_pipe[0]);
-    }
+    if (r == job->boot_index) close_fd(&job->boot_fd);
+    if (r == job->stdin_index) close_fd(&job->stdin_pipe[0]);
     return TP_OK;
 
 err_fork:

@@ -13,6 +13,10 @@
 #define TPRUN_BOOT_FD 3
 
 typedef struct tprun_rank {
+    int id;         /* its world rank (TP_RANK) */
+    int local_rank; /* TP_LOCAL_RANK */
+    int agent;      /* -1: started by this process; else the index of the remote agent that runs it */
+    int oom;        /* an agent said the kernel's OOM killer ended it */
     pid_t pid;      /* also its process group; 0 before it starts */
     int running;    /* started and not yet reaped */
     int wstatus;    /* once reaped */
@@ -31,7 +35,17 @@ typedef struct tprun_keeper {
 
 typedef struct tprun_job {
     const tprun_plan_t *plan;
-    int np;
+    int np;         /* entries in ranks: the world for tprun, this host's ranks for an agent */
+    int world_size; /* TP_WORLD_SIZE */
+    int local_size; /* TP_LOCAL_WORLD_SIZE of the ranks this process starts */
+    int node_rank;
+    int listen;         /* rank 0 is started here: bind its bootstrap listener */
+    const char *boot_bind; /* the listener's address: NULL for 127.0.0.1, else an IPv4 address (0.0.0.0: any) */
+    char boot_ip[64];   /* the host part of TP_BOOT_ADDR and MASTER_ADDR */
+    int boot_index;     /* index in ranks of the rank that inherits the listener, or -1 */
+    int stdin_index;    /* index in ranks of the rank that gets tprun's stdin, or -1 */
+    int defer_envs;     /* tprun_job_prepare leaves the environments to tprun_job_build_envs */
+    const char *host_var; /* TP_HOST for the ranks, or NULL on a single-host job */
     char host[256];
     char job_id[320];
     char job_key[33];
@@ -56,6 +70,8 @@ typedef struct tprun_job {
  * Logs and returns an error naming what failed; tprun_job_release undoes any part.
  */
 tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *const *environ_);
+/* Builds the environments of the ranks this process starts (agent < 0); once boot_ip and boot_port are known. */
+tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_);
 void tprun_job_release(tprun_job_t *job);
 
 /* Forks and execs rank r in its own process group; on success it is running and the keeper knows its group. */

@@ -142,10 +142,9 @@ static void test_errors(void)
     expect_error("-n 2 --timeout 0 true", "--timeout: expected a positive number of seconds, got \"0\"");
     expect_error("-n 2 --timeout soon true", "--timeout: expected a positive number of seconds, got \"soon\"");
     expect_error("-n 2 --grace -1 true", "--grace: expected a number of seconds (0 kills at once), got \"-1\"");
-    expect_error("-n 2 -H localhost,b:2,c true",
-                 "host \"b\": remote hosts need the ssh launcher, which is not implemented yet");
-    expect_error("-n 2 -H 10.0.0.1 true",
-                 "host \"10.0.0.1\": remote hosts need the ssh launcher, which is not implemented yet");
+    expect_error("-n 2 -H b:2 --map-by core true", "--map-by: expected slot or node, got \"core\"");
+    expect_error("-n 2 -H b:2 --wdir tmp true", "--wdir: expected an absolute directory, got \"tmp\"");
+    expect_error("-n 2 -H b:2 --ssh= true", "--ssh: expected a command, got \"\"");
     expect_error("-n 2 -H localhost:0 true", "-H: host \"localhost\": expected a positive slot count, got \"0\"");
     expect_error("-n 2 -H localhost,,vm true", "-H: empty host name in \"localhost,,vm\"");
     expect_error("-n 3 -H localhost:2 true", "-n 3 needs 3 slots, but -H/--hostfile give only 2");
@@ -195,12 +194,43 @@ static void test_hosts_and_formats(void)
     CHECK(!tprun_status_failed(0) && tprun_status_failed(1 << 8) && tprun_status_failed(SIGINT), "failed");
 }
 
+/* Placement over slots: by slot fills each host in turn, by node deals round-robin; a host named twice adds up. */
+static void test_placement(void)
+{
+    tprun_plan_t plan;
+    char err[512];
+    CHECK(parse("-n 3 -H a:2,b:2 /bin/true", NULL, &plan, err, sizeof(err)) == TP_OK, "slot: %s", err);
+    CHECK(plan.remote && plan.rank_host[0] == 0 && plan.rank_host[1] == 0 && plan.rank_host[2] == 1, "slot hosts");
+    CHECK(plan.rank_local[0] == 0 && plan.rank_local[1] == 1 && plan.rank_local[2] == 0, "slot local ranks");
+    CHECK(plan.hosts[0].node == 0 && plan.hosts[1].node == 1, "slot nodes");
+    CHECK(plan.wdir != NULL && plan.wdir[0] == '/' && strcmp(plan.program_path, "/bin/true") == 0, "remote paths");
+    tprun_plan_free(&plan);
+    CHECK(parse("-n 5 -H a:2,b:2,c:2 --map-by node /bin/true", NULL, &plan, err, sizeof(err)) == TP_OK, "node: %s",
+          err);
+    static const int host[] = {0, 1, 2, 0, 1}, local[] = {0, 0, 0, 1, 1};
+    for (int r = 0; r < 5; r++)
+        CHECK(plan.rank_host[r] == host[r] && plan.rank_local[r] == local[r], "node: rank %d on %d/%d", r,
+              plan.rank_host[r], plan.rank_local[r]);
+    tprun_plan_free(&plan);
+    CHECK(parse("-n 4 -H a:1,b:2,a:2 --map-by node /bin/true", NULL, &plan, err, sizeof(err)) == TP_OK, "dup: %s",
+          err);
+    CHECK(plan.num_hosts == 2 && plan.hosts[0].slots == 3 && plan.total_slots == 5, "a host named twice adds up");
+    CHECK(plan.rank_host[0] == 0 && plan.rank_host[1] == 1 && plan.rank_host[2] == 0 && plan.rank_host[3] == 1,
+          "node with duplicates");
+    tprun_plan_free(&plan);
+    /* A host with no rank placed gets no node index: TP_NODE_RANK counts the hosts that run ranks. */
+    CHECK(parse("-n 2 -H localhost:2,b:2 /bin/true", NULL, &plan, err, sizeof(err)) == TP_OK, "unused: %s", err);
+    CHECK(!plan.remote && plan.hosts[1].node == -1, "ranks only on this machine: no ssh");
+    tprun_plan_free(&plan);
+}
+
 int main(void)
 {
     test_good();
     test_hostfile();
     test_errors();
     test_hosts_and_formats();
+    test_placement();
     if (failures) fprintf(stderr, "launcher_args_test: %d checks failed\n", failures);
     return failures ? 1 : 0;
 }

@@ -42,11 +42,11 @@ refused 'tprun: -n: missing value (expected a positive integer)' -n
 refused 'tprun: -n: missing (give the number of ranks, e.g. -n 4)' "$prog" $run
 refused 'tprun: missing the program to run (usage: tprun -n N [options] [--] program [args])' -n 2 --
 refused 'tprun: unknown option "--bogus" (tprun --help lists the options)' -n 2 --bogus "$prog" $run
-refused 'tprun: host "b": remote hosts need the ssh launcher, which is not implemented yet' -n 2 -H localhost,b "$prog" $run
+refused 'tprun: --map-by: expected slot or node, got "core"' -n 2 -H localhost,b --map-by core "$prog" $run
 refused 'tprun: -n 4 needs 4 slots, but -H/--hostfile give only 2' -n 4 -H localhost:2 "$prog" $run
 refused "tprun: --hostfile $T/none: No such file or directory" -n 2 --hostfile "$T/none" "$prog" $run
 printf 'localhost slots=2\notherhost slots=2\n' >"$T/hosts"
-refused 'tprun: host "otherhost": remote hosts need the ssh launcher, which is not implemented yet' -n 2 --hostfile "$T/hosts" "$prog" $run
+refused 'tprun: --wdir: expected an absolute directory, got "rel"' -n 2 --hostfile "$T/hosts" --wdir rel "$prog" $run
 refused "tprun: program \"$T/none\": No such file or directory" -n 2 "$T/none" $run
 refused 'tprun: program "no-such-program-xyz": not found in PATH' -n 2 no-such-program-xyz
 refused "tprun: program \"$noexec\": $noexec is not executable (Permission denied)" -n 2 "$noexec"

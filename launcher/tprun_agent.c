@@ -1,0 +1,403 @@
+/* tprun_agent.c: `tprun --agent`, started over ssh: runs one host's ranks and dies with the job's channel. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime_config.h"
+#include "runtime_iface.h"
+#include "runtime_log.h"
+#include "tprun_exit.h"
+#include "tprun_remote.h"
+#include "tprun_spawn.h"
+
+#define ID_CHANNEL 0xfffffff1u
+
+typedef struct agent {
+    tprun_plan_t plan;
+    tprun_job_t job;
+    char **args;
+    size_t nargs;
+    int epfd, sigfd;
+    int running;
+    int go;
+    int lost; /* the channel to tprun closed or broke: kill everything */
+    long long oom_base;
+    tprun_stream_t channel; /* stdin: the plan's remainder and commands */
+    tprun_prefix_t *err_prefix;
+    char boot_addr[128];
+} agent_t;
+
+static agent_t G;
+
+static void send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void send_line(const char *fmt, ...)
+{
+    char line[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    tp_log_write_all(STDOUT_FILENO, line, (size_t)n);
+}
+
+/* Refuses the launch with one message that tprun prints naming this host. */
+static int refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int refuse(const char *fmt, ...)
+{
+    char msg[1024], esc[3 * sizeof(msg)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    tprun_wire_escape(msg, esc);
+    send_line("error %s", esc);
+    return TPRUN_EXIT_LAUNCH;
+}
+
+/* Reads the plan (blocking: nothing runs yet) up to its "end" line. */
+static int read_plan(agent_t *A, char **buf_out)
+{
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        char *end = len > 0 ? strstr(buf, "\nend \n") : NULL;
+        if (end != NULL || (len >= 5 && strncmp(buf, "end \n", 5) == 0)) {
+            /* Bytes after the plan ("go ...") stay for the channel reader. */
+            size_t used = end != NULL ? (size_t)(end - buf) + 6 : 5;
+            A->channel.buf = malloc(65536);
+            if (A->channel.buf == NULL) break;
+            A->channel.cap = 65536;
+            memcpy(A->channel.buf, buf + used, len - used);
+            A->channel.len = len - used;
+            buf[used] = '\0';
+            *buf_out = buf;
+            return 0;
+        }
+        if (len + 4096 >= cap) {
+            char *b = realloc(buf, cap *= 2);
+            if (b == NULL) break;
+            buf = b;
+        }
+        ssize_t n = read(STDIN_FILENO, buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    free(buf);
+    return -1;
+}
+
+static int apply_plan(agent_t *A, char *text)
+{
+    tprun_plan_t *P = &A->plan;
+    tprun_job_t *J = &A->job;
+    int *ids = NULL, nids = 0, saw_hello = 0;
+    char *wdir = NULL;
+    P->torch_env = 1;
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *sp = strchr(line, ' ');
+        if (sp == NULL) return refuse("bad plan line \"%.60s\"", line);
+        *sp = '\0';
+        char *v = sp + 1;
+        tprun_wire_unescape(v);
+        if (strcmp(line, "hello") == 0) {
+            if (strcmp(v, TPRUN_AGENT_HELLO) != 0)
+                return refuse("this host's tprun speaks \"%s\", tprun sent \"%s\"", TPRUN_AGENT_HELLO, v);
+            saw_hello = 1;
+        } else if (strcmp(line, "host") == 0) {
+            snprintf(J->host, sizeof(J->host), "%s", v);
+            J->host_var = J->host;
+        } else if (strcmp(line, "node") == 0) {
+            J->node_rank = atoi(v);
+        } else if (strcmp(line, "world") == 0) {
+            J->world_size = P->np = atoi(v);
+        } else if (strcmp(line, "job") == 0) {
+            snprintf(J->job_id, sizeof(J->job_id), "%s", v);
+        } else if (strcmp(line, "key") == 0) {
+            snprintf(J->job_key, sizeof(J->job_key), "%s", v);
+        } else if (strcmp(line, "torch") == 0) {
+            P->torch_env = atoi(v);
+        } else if (strcmp(line, "report") == 0) {
+            P->report_bindings = atoi(v);
+        } else if (strcmp(line, "prog") == 0) {
+            P->program_path = strdup(v);
+        } else if (strcmp(line, "wdir") == 0) {
+            wdir = v;
+        } else if (strcmp(line, "rank") == 0) {
+            int *g = realloc(ids, sizeof(int) * (size_t)(nids + 1));
+            if (g == NULL) return refuse("out of memory");
+            ids = g;
+            ids[nids++] = atoi(v);
+        } else if (strcmp(line, "arg") == 0) {
+            char **g = realloc(A->args, sizeof(char *) * (A->nargs + 2));
+            if (g == NULL) return refuse("out of memory");
+            A->args = g;
+            A->args[A->nargs++] = strdup(v);
+            A->args[A->nargs] = NULL;
+        } else if (strcmp(line, "env") == 0) {
+            char *eq = strchr(v, '=');
+            if (eq == NULL) return refuse("bad variable in the plan");
+            *eq = '\0';
+            setenv(v, eq + 1, 1);
+        } else if (strcmp(line, "end") != 0) {
+            return refuse("unknown plan line \"%.60s\"", line);
+        }
+    }
+    if (!saw_hello || nids == 0 || P->program_path == NULL || A->args == NULL || J->job_key[0] == '\0')
+        return refuse("incomplete plan from tprun");
+    int level = tp_log_level_parse(tp_config_value("TP_LOG_LEVEL"));
+    if (level >= 0) tp_log_set_level((tp_log_level_t)level);
+    if (wdir != NULL && chdir(wdir) != 0) return refuse("cannot enter the working directory %s: %s", wdir, strerror(errno));
+    char err[512], *found = NULL;
+    if (tprun_find_program(P->program_path, NULL, &found, err, sizeof(err)) != TP_OK) return refuse("%s", err);
+    free(found);
+    P->argv = A->args;
+    P->grace_s = 1;
+    J->np = J->local_size = nids;
+    J->ranks = calloc((size_t)nids, sizeof(*J->ranks));
+    A->err_prefix = calloc((size_t)nids, sizeof(*A->err_prefix));
+    if (J->ranks == NULL || A->err_prefix == NULL) return refuse("out of memory");
+    J->boot_index = J->stdin_index = -1;
+    for (int i = 0; i < nids; i++) {
+        J->ranks[i].id = ids[i];
+        J->ranks[i].local_rank = i;
+        J->ranks[i].agent = -1;
+        if (ids[i] == 0) J->boot_index = i, J->listen = 1;
+    }
+    free(ids);
+    return 0;
+}
+
+/* Where peers reach this host: its end of the ssh connection, else the interface TP_IFNAME names. */
+static void own_addresses(char *server_ip, size_t slen, char *client_ip, size_t clen)
+{
+    const char *conn = getenv("SSH_CONNECTION"); /* "client_ip client_port server_ip server_port" */
+    char c[64] = "", sport[16], s[64] = "";
+    if (conn == NULL || sscanf(conn, "%63s %15s %63s", c, sport, s) != 3) s[0] = c[0] = '\0';
+    snprintf(client_ip, clen, "%s", c[0] ? c : "-");
+    snprintf(server_ip, slen, "%s", s[0] ? s : "127.0.0.1");
+}
+
+static void kill_all(agent_t *A, int sig)
+{
+    for (int i = 0; i < A->job.np; i++) {
+        tprun_rank_t *r = &A->job.ranks[i];
+        if (!r->running) continue;
+        r->ended_by = sig;
+        kill(-r->pid, SIGCONT);
+        kill(-r->pid, sig);
+    }
+}
+
+static void on_command(void *ctx, char *line, size_t len)
+{
+    agent_t *A = ctx;
+    line[len - 1] = '\0';
+    int sig;
+    if (strncmp(line, "go ", 3) == 0 && !A->go) {
+        snprintf(A->boot_addr, sizeof(A->boot_addr), "%s", line + 3);
+        A->go = 1;
+    } else if (sscanf(line, "k %d", &sig) == 1 && sig > 0 && sig < 65) {
+        kill_all(A, sig);
+    } else {
+        tp_log(TP_LOG_WARN, "agent", "unexpected command from tprun: \"%.100s\"", line);
+    }
+}
+
+static void rank_done(agent_t *A, int i, int wstatus)
+{
+    tprun_rank_t *r = &A->job.ranks[i];
+    r->running = 0;
+    A->running--;
+    tprun_keeper_tell(&A->job.keeper, 'R', r->pid);
+    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(&A->job);
+    int oom = 0;
+    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && r->ended_by != SIGKILL) {
+        long long count = tprun_oom_count();
+        oom = count >= 0 && A->oom_base >= 0 && count > A->oom_base;
+        A->oom_base = count;
+    }
+    epoll_ctl(A->epfd, EPOLL_CTL_DEL, r->out.fd, NULL);
+    epoll_ctl(A->epfd, EPOLL_CTL_DEL, r->err.fd, NULL);
+    tprun_stream_drain(&r->out, &r->prefix);
+    tprun_stream_drain(&r->err, &A->err_prefix[i]);
+    send_line("x %d %d %d %d", r->id, wstatus, r->exec_errno, oom);
+}
+
+static void reap(agent_t *A)
+{
+    siginfo_t si;
+    for (;;) {
+        si.si_pid = 0;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
+        pid_t pid = si.si_pid;
+        int idx = -1;
+        for (int i = 0; i < A->job.np; i++)
+            if (A->job.ranks[i].running && A->job.ranks[i].pid == pid) idx = i;
+        if (idx >= 0) kill(-pid, SIGKILL); /* its group dies with it, as under tprun */
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (idx >= 0) rank_done(A, idx, st);
+        else if (pid == A->job.keeper.pid) A->job.keeper.pid = 0;
+    }
+}
+
+static int start_ranks(agent_t *A)
+{
+    tprun_job_t *J = &A->job;
+    if (!J->listen) {
+        const char *colon = strrchr(A->boot_addr, ':');
+        if (colon == NULL || colon - A->boot_addr >= (long)sizeof(J->boot_ip)) return -1;
+        snprintf(J->boot_ip, sizeof(J->boot_ip), "%.*s", (int)(colon - A->boot_addr), A->boot_addr);
+        J->boot_port = atoi(colon + 1);
+    }
+    if (tprun_job_build_envs(J, environ) != TP_OK) return -1;
+    for (int i = 0; i < J->np; i++) {
+        tprun_rank_t *r = &J->ranks[i];
+        if (tprun_rank_start(J, i) != TP_OK) return -1;
+        A->running++;
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)(2 * i)};
+        epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->out.fd, &e);
+        e.data.u32 = (uint32_t)(2 * i + 1);
+        epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->err.fd, &e);
+        send_line("s %d %d", r->id, (int)r->pid);
+    }
+    return 0;
+}
+
+static void loop(agent_t *A)
+{
+    struct epoll_event ev[64];
+    while (!A->lost && (!A->go || A->running > 0)) {
+        int n = epoll_wait(A->epfd, ev, 64, -1);
+        if (n < 0 && errno != EINTR) break;
+        for (int k = 0; k < n && !A->lost; k++) {
+            uint32_t id = ev[k].data.u32;
+            if (id == ID_CHANNEL) {
+                int was_go = A->go;
+                if (tprun_stream_pump(&A->channel, &(tprun_prefix_t){"", 0}) == 0) {
+                    A->lost = 1; /* tprun, its ssh or this host's link is gone */
+                    break;
+                }
+                if (A->go && !was_go && start_ranks(A) != 0) {
+                    tp_log(TP_LOG_ERROR, "agent", "host %s: could not start every rank; ending those started",
+                           A->job.host);
+                    kill_all(A, SIGKILL);
+                }
+            } else if (id == 0xfffffff0u) {
+                struct signalfd_siginfo si;
+                while (read(A->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                    if (si.ssi_signo != SIGCHLD) A->lost = 1; /* SIGTERM or SIGHUP to the agent: end the ranks */
+                reap(A);
+            } else if (id / 2 < (uint32_t)A->job.np) {
+                tprun_rank_t *r = &A->job.ranks[id / 2];
+                tprun_stream_t *s = id % 2 ? &r->err : &r->out;
+                const tprun_prefix_t *p = id % 2 ? &A->err_prefix[id / 2] : &r->prefix;
+                if (s->fd >= 0 && tprun_stream_pump(s, p) == 0) {
+                    epoll_ctl(A->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+                    tprun_stream_close(s, p);
+                }
+            }
+        }
+    }
+}
+
+int tprun_agent_main(void)
+{
+    agent_t *A = &G;
+    memset(A, 0, sizeof(*A));
+    tp_log_set_program("tprun-agent");
+    A->epfd = A->sigfd = -1;
+    A->job.keeper.fd = -1;
+    tprun_stream_init(&A->channel, STDIN_FILENO, -1);
+    signal(SIGPIPE, SIG_IGN); /* a write to a closed channel fails with EPIPE: the job is over */
+    char *text = NULL;
+    if (read_plan(A, &text) != 0) return TPRUN_EXIT_LAUNCH; /* tprun went away before sending it */
+    int st = apply_plan(A, text);
+    free(text);
+    if (st != 0) return st;
+    snprintf(A->job.boot_ip, sizeof(A->job.boot_ip), "127.0.0.1");
+    char server_ip[64], client_ip[64];
+    own_addresses(server_ip, sizeof(server_ip), client_ip, sizeof(client_ip));
+    if (A->job.listen) {
+        /* TP_IFNAME chooses the interface rank 0 listens on; otherwise the one ssh reached. */
+        const char *spec = tp_config_value("TP_IFNAME");
+        if (spec != NULL && spec[0] != '\0' && tp_iface_first_ip(spec, server_ip, sizeof(server_ip)) != TP_OK)
+            return refuse("TP_IFNAME=\"%s\": no IPv4 interface of this host matches", spec);
+        A->job.boot_bind = spec != NULL && spec[0] != '\0' ? server_ip : "0.0.0.0";
+        snprintf(A->job.boot_ip, sizeof(A->job.boot_ip), "%s", server_ip);
+    }
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGCHLD);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGINT);
+    sigprocmask(SIG_BLOCK, &sigs, &A->job.child_mask);
+    A->job.reset_sigpipe = 1;
+    A->job.defer_envs = 1;
+    A->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+    A->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (A->sigfd < 0 || A->epfd < 0) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
+    if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
+    tprun_oom_init();
+    A->oom_base = tprun_oom_count();
+    if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
+        tprun_keeper_finish(&A->job.keeper);
+        return refuse("cannot prepare the ranks (see the message above)");
+    }
+    for (int i = 0; i < A->job.np; i++) {
+        int id = A->job.ranks[i].id;
+        A->job.ranks[i].prefix.len = (size_t)snprintf(A->job.ranks[i].prefix.text, sizeof(A->job.ranks[i].prefix.text), "o %d ", id);
+        A->err_prefix[i].len = (size_t)snprintf(A->err_prefix[i].text, sizeof(A->err_prefix[i].text), "e %d ", id);
+        A->job.ranks[i].err.out_fd = STDOUT_FILENO; /* both streams travel on the channel, tagged o or e */
+    }
+    fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
+    A->channel.on_line = on_command;
+    A->channel.ctx = A;
+    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
+    epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e);
+    e.data.u32 = 0xfffffff0u;
+    epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
+    send_line("ready %s %d %s", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip);
+    /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
+    char *nl;
+    while (!A->go && A->channel.len > 0 && (nl = memchr(A->channel.buf, '\n', A->channel.len)) != NULL) {
+        size_t l = (size_t)(nl - A->channel.buf) + 1;
+        on_command(A, A->channel.buf, l);
+        memmove(A->channel.buf, A->channel.buf + l, A->channel.len - l);
+        A->channel.len -= l;
+    }
+    if (A->go && start_ranks(A) != 0) kill_all(A, SIGKILL);
+    loop(A);
+    if (A->lost) {
+        /* The job's channel is gone: nothing may outlive it. */
+        kill_all(A, SIGKILL);
+        for (int i = 0; i < A->job.np; i++) {
+            tprun_rank_t *r = &A->job.ranks[i];
+            int wst;
+            if (!r->running) continue;
+            while (waitpid(r->pid, &wst, 0) < 0 && errno == EINTR) {
+            }
+            rank_done(A, i, wst);
+        }
+        tprun_keeper_finish(&A->job.keeper);
+        return 1;
+    }
+    send_line("bye");
+    tprun_keeper_finish(&A->job.keeper);
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* tprun_remote.h: the ssh launcher: one agent per remote host (tprun --agent), reached over ssh's stdin/stdout. */
+#ifndef TPRUN_REMOTE_H
+#define TPRUN_REMOTE_H
+
+#include <sys/types.h>
+
+#include "tprun_loop.h"
+
+/* ssh connections being set up at once: a bounded fan-out, not one host after another. */
+#define TPRUN_SSH_FANOUT 32
+/* How long a peer-failed exit (70) of a rank on one host waits for its cause's report from another. */
+#define TPRUN_CAUSE_WAIT_S 0.25
+/* First line of the plan tprun sends an agent: a tprun of another version is refused by name. */
+#define TPRUN_AGENT_HELLO "tprun-agent 1"
+
+enum { AGENT_IDLE, AGENT_CONNECTING, AGENT_READY, AGENT_RUNNING, AGENT_GONE };
+
+typedef struct tprun_agent {
+    int host; /* index in plan->hosts */
+    const char *name;
+    int state;
+    pid_t pid;          /* the ssh process, in its own process group; 0 once reaped */
+    int wstatus;        /* ssh's wait status, once reaped */
+    int to_fd;          /* ssh's stdin: the plan, then commands; -1 once closed */
+    char *pending;      /* bytes not yet written to to_fd (the plan) */
+    size_t pending_len, pending_off;
+    tprun_stream_t out; /* ssh's stdout: the agent's messages, one per line */
+    tprun_stream_t err; /* ssh's stderr: ssh's own messages and the agent's */
+    double deadline;    /* the launch fails if the agent has not answered by then */
+    char ready_ip[64];  /* where this host reached: its end of the ssh connection */
+    char client_ip[64]; /* tprun's end of the ssh connection, as this host sees it */
+    int ready_port;     /* rank 0's bootstrap listener, on the host of rank 0 */
+    char error[1024];   /* why it failed: its "error" message, else ssh's last line on stderr */
+    int said_bye;       /* every rank it started has ended and was reported */
+    int running;        /* its ranks that have not been reported ended */
+} tprun_agent_t;
+
+typedef struct tprun_agents {
+    tprun_agent_t *a;
+    int n;
+    char exe[4096]; /* tprun's own path: the agent is the same file on the remote host */
+} tprun_agents_t;
+
+/* Places the plan's ranks: which are started here and which by which agent; fills the job's per-host fields. */
+tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_plan_t *plan);
+/*
+ * Starts every agent (at most TPRUN_SSH_FANOUT connecting at once), sends each its plan, waits until all are
+ * ready (TP_SSH_TIMEOUT), then tells each rank 0's bootstrap address and registers their channels with L's epoll.
+ * On a failure it names the host and ssh's message, ends every agent and returns tprun's exit status (non-zero).
+ */
+int tprun_agents_launch(tprun_loop_t *L);
+/* One agent's channel or stderr is readable (id - ID_AGENT_BASE). */
+void tprun_agents_on_event(tprun_loop_t *L, uint32_t id);
+/* Sends a signal to every running agent's ranks. */
+void tprun_agents_signal(tprun_agents_t *A, int sig);
+/* Whether pid was an agent's ssh (then its end is handled). */
+int tprun_agents_reaped(tprun_loop_t *L, pid_t pid, int wstatus);
+/* Ends the ssh connection of every agent that still has ranks it has not reported: their host is unreachable. */
+void tprun_agents_cut_off(tprun_loop_t *L);
+/* After the job: waits for every agent to end (ending those that do not within the grace) and frees them. */
+void tprun_agents_finish(tprun_loop_t *L);
+
+/* The agent side: `tprun --agent`, its plan read from stdin. Returns its exit status. */
+int tprun_agent_main(void);
+
+/* Escapes '%' and newlines as %XX so that a value fits one protocol line; out must hold 3 * strlen(in) + 1. */
+void tprun_wire_escape(const char *in, char *out);
+/* Undoes tprun_wire_escape in place. */
+void tprun_wire_unescape(char *s);
+
+#endif
