@@ -163,6 +163,8 @@ static void print_failure(tprun_loop_t *L, int r)
     tprun_say("rank %d (host %s, pid %d) %s%s", r, rank_host(L, r), (int)rank->pid, cause, extra);
 }
 
+static void drain_rank(tprun_loop_t *L, int r);
+
 static void rank_ended(tprun_loop_t *L, int r, int wstatus)
 {
     tprun_job_t *job = L->job;
@@ -180,14 +182,18 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     }
     /* Only a failure of the job's own making counts: not one caused by a teardown already under way. */
     int candidate = tprun_status_failed(wstatus) && L->first_failure < 0 && !L->timed_out && !L->launch_failed;
-    /* Across hosts the cause's report may come after its consequences' (70): hold those back a moment. */
-    if (candidate && L->agents != NULL && is_consequence(wstatus)) {
+    /*
+     * The cause may be reported after its consequences (70): across hosts its report comes later, and on this
+     * host libtp can end the peers before the killed rank's exit is visible to tprun. Hold those back a moment.
+     */
+    if (candidate && is_consequence(wstatus)) {
         if (L->held_rank < 0) {
             L->held_rank = r;
-            L->held_deadline = now_s() + TPRUN_CAUSE_WAIT_S;
+            L->held_deadline = now_s() + (L->agents != NULL ? TPRUN_CAUSE_WAIT_S : TPRUN_LOCAL_CAUSE_WAIT_S);
         }
         candidate = 0;
     }
+    int held = L->held_rank;
     if (candidate) {
         L->held_rank = -1;
         L->held_deadline = 0;
@@ -197,6 +203,14 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
         teardown(L);
     }
     /* Its output was written before it ended: take it all now (after the failure line, which comes first). */
+    if (L->held_rank == r) return; /* release_held or the cause's failure line comes first */
+    drain_rank(L, r);
+    if (candidate && held >= 0) drain_rank(L, held);
+}
+
+static void drain_rank(tprun_loop_t *L, int r)
+{
+    tprun_rank_t *rank = &L->job->ranks[r];
     epoll_del(L, rank->out.fd);
     epoll_del(L, rank->err.fd);
     tprun_stream_drain(&rank->out, &rank->prefix);
@@ -211,11 +225,14 @@ static void release_held(tprun_loop_t *L)
     int r = L->held_rank;
     L->held_rank = -1;
     L->held_deadline = 0;
-    if (r < 0 || L->first_failure >= 0 || L->timed_out || L->launch_failed) return;
-    L->first_failure = r;
-    L->exit_status = tprun_status_code(L->job->ranks[r].wstatus);
-    print_failure(L, r);
-    teardown(L);
+    if (r < 0) return;
+    if (L->first_failure < 0 && !L->timed_out && !L->launch_failed) {
+        L->first_failure = r;
+        L->exit_status = tprun_status_code(L->job->ranks[r].wstatus);
+        print_failure(L, r);
+        teardown(L);
+    }
+    drain_rank(L, r);
 }
 
 static int find_rank(const tprun_job_t *job, pid_t pid)
@@ -479,6 +496,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
         stdin_step(&L, 0);
     }
     loop_run(&L);
+    release_held(&L); /* every rank ended before the held one's wait was over */
     print_summary(&L);
     status = L.exit_status;
 err_job:

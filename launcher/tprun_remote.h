@@ -10,6 +10,8 @@
 #define TPRUN_SSH_FANOUT 32
 /* How long a peer-failed exit (70) of a rank on one host waits for its cause's report from another. */
 #define TPRUN_CAUSE_WAIT_S 0.25
+/* On this host the cause's exit is visible within microseconds of its consequences'. */
+#define TPRUN_LOCAL_CAUSE_WAIT_S 0.02
 /* First line of the plan tprun sends an agent: a tprun of another version is refused by name. */
 #define TPRUN_AGENT_HELLO "tprun-agent 1"
 
