@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -53,7 +54,9 @@ void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list
     if (!tp_log_enabled(level)) return;
     char line[4096];
     char host[64];
-    if (gethostname(host, sizeof(host)) != 0) strcpy(host, "?");
+    const char *named = getenv("TP_HOST"); /* the launcher's name: hosts sharing a kernel share gethostname */
+    if (named != NULL && named[0] != '\0') snprintf(host, sizeof(host), "%s", named);
+    else if (gethostname(host, sizeof(host)) != 0) strcpy(host, "?");
     host[sizeof(host) - 1] = '\0';
     int n;
     int rank = log_rank;
