@@ -7,3 +7,4 @@ include tests/runtime.mk
 include tests/coll.mk
 include tests/pmix.mk
 include tests/bench.mk
+include tests/ssh.mk

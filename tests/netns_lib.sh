@@ -1,0 +1,180 @@
+# netns_lib.sh: three test hosts a, b, c as network namespaces, each with an sshd (sourced by tests/ssh_*.sh).
+# Root only (else exit 77). Every address lives inside a namespace (198.18.0.0/15); the root namespace gets
+# only address-less bridges. Everything made here is torn down on exit, whatever the test's outcome.
+#
+#   host  mgmt0 (ssh)      rail0           rail1           decoy0 (a veth whose peer stays in the host)
+#   a     198.18.1.1/24    198.18.2.1/24   198.18.3.1/24   198.18.101.1/24
+#   b     198.18.1.2/24    198.18.2.2/24   198.18.3.2/24   198.18.102.1/24
+#   c     198.18.4.3/24    198.18.2.3/24   198.18.6.3/24   198.18.103.1/24
+# c's mgmt0 is on the same wire as a's and b's but on another /24 (reached through on-link routes): c shares
+# only rail0's /24 with the others. In c's sshd a tmpfs hides $NETNS_HIDDEN: there the program is missing.
+set -u
+if [ -z "${NETNS_TEST_TIMED:-}" ]; then
+    NETNS_TEST_TIMED=1
+    export NETNS_TEST_TIMED
+    exec timeout -k 5 "${NETNS_TEST_TIMEOUT:-120}" bash "$0" "$@"
+fi
+[ "$(id -u)" = 0 ] || { echo "skip: network namespaces and sshd need root"; exit 77; }
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+for t in ip ssh ssh-keygen "$SSHD"; do
+    command -v "$t" >/dev/null 2>&1 || { echo "skip: $t not found"; exit 77; }
+done
+
+TPRUN=${TPRUN:-$PWD/tprun}
+RANK_PROG=${RANK_PROG:-$PWD/tests/runtime_rank}
+ID=$(printf '%04x' $((($$ + RANDOM) % 65536)))
+NS_A=tp${ID}a NS_B=tp${ID}b NS_C=tp${ID}c
+BRIDGES="tp${ID}m tp${ID}r0 tp${ID}r1"
+D=$(mktemp -d "${TMPDIR:-/tmp}/netns-test.XXXXXX")
+NETNS_HIDDEN=$D/hidden
+SSHD_PIDS=()
+TEST_PIDS=()
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+pass() { echo "ok: $*"; }
+finish() { [ "$fails" -eq 0 ] && exit 0; echo "$fails check(s) failed"; exit 1; }
+
+netns_teardown() {
+    for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for ns in $NS_A $NS_B $NS_C; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+    done
+    for br in $BRIDGES; do ip link del "$br" 2>/dev/null; done
+    for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$D"
+}
+trap netns_teardown EXIT
+trap 'echo "FAIL: timed out"; exit 124' TERM
+
+# in_ns HOST CMD...: runs CMD on test host a, b or c.
+in_ns() {
+    local ns
+    case $1 in a) ns=$NS_A ;; b) ns=$NS_B ;; c) ns=$NS_C ;; esac
+    shift
+    ip netns exec "$ns" "$@"
+}
+
+# link HOST NAME BRIDGE ADDR: a veth from the host (named NAME, with ADDR) to a bridge in the root namespace.
+link() {
+    local ns=$1 name=$2 br=$3 addr=$4 outside=tp${ID}${1: -1}${2: -1}${2:0:1}
+    ip link add "$outside" type veth peer name "$name" netns "$ns" || return 1
+    ip link set "$outside" master "$br" up || return 1
+    ip -n "$ns" addr add "$addr" dev "$name" && ip -n "$ns" link set "$name" up
+}
+
+netns_setup() {
+    for br in $BRIDGES; do ip link add "$br" type bridge && ip link set "$br" up || return 1; done
+    local i=0 host ns
+    for host in a b c; do
+        i=$((i + 1))
+        ns=tp${ID}${host}
+        ip netns add "$ns" || return 1
+        ip -n "$ns" link set lo up
+        case $host in
+        a | b)
+            link "$ns" mgmt0 "tp${ID}m" "198.18.1.$i/24" &&
+                ip -n "$ns" route add 198.18.4.0/24 dev mgmt0 &&
+                link "$ns" rail0 "tp${ID}r0" "198.18.2.$i/24" &&
+                link "$ns" rail1 "tp${ID}r1" "198.18.3.$i/24" || return 1
+            ;;
+        c)
+            link "$ns" mgmt0 "tp${ID}m" 198.18.4.3/24 &&
+                ip -n "$ns" route add 198.18.1.0/24 dev mgmt0 &&
+                link "$ns" rail0 "tp${ID}r0" 198.18.2.3/24 &&
+                link "$ns" rail1 "tp${ID}r1" 198.18.6.3/24 || return 1
+            ;;
+        esac
+        ip -n "$ns" link add decoy0 type veth peer name decoy0p &&
+            ip -n "$ns" addr add "198.18.10$i.1/24" dev decoy0 &&
+            ip -n "$ns" link set decoy0 up && ip -n "$ns" link set decoy0p up || return 1
+    done
+    mkdir -p /run/sshd "$NETNS_HIDDEN"
+    ssh-keygen -q -t ed25519 -N '' -f "$D/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$D/id" || return 1
+    cp "$D/id.pub" "$D/authorized_keys"
+    cat >"$D/ssh_config" <<EOF
+Host a
+    HostName 198.18.1.1
+Host b
+    HostName 198.18.1.2
+Host c
+    HostName 198.18.4.3
+Host gone
+    HostName 198.18.1.99
+Host refuses
+    HostName 198.18.1.2
+    Port 2222
+Host *
+    User root
+    IdentityFile $D/id
+    IdentitiesOnly yes
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    BatchMode yes
+    LogLevel ERROR
+    KexAlgorithms curve25519-sha256
+    Ciphers aes128-gcm@openssh.com
+EOF
+    SSH="ssh -F $D/ssh_config"
+    local addr
+    for host in a b c; do
+        case $host in a) addr=198.18.1.1 ;; b) addr=198.18.1.2 ;; c) addr=198.18.4.3 ;; esac
+        local hide=:
+        [ $host = c ] && hide="mount -t tmpfs tmpfs $NETNS_HIDDEN"
+        in_ns $host sh -c "$hide && exec $SSHD -D -e -f /dev/null -h $D/hostkey -o ListenAddress=$addr \
+            -o PidFile=none -o AuthorizedKeysFile=$D/authorized_keys -o StrictModes=no \
+            -o PermitRootLogin=prohibit-password -o UsePAM=no -o PasswordAuthentication=no -o MaxStartups=100" \
+            2>>"$D/sshd.log" &
+        SSHD_PIDS+=($!)
+    done
+    # Test-only polling until every sshd answers (a daemon's readiness has no other signal here).
+    for host in a b c; do
+        local ok=0
+        for _ in $(seq 1 100); do
+            in_ns a $SSH "$host" true 2>/dev/null && ok=1 && break
+            sleep 0.05
+        done
+        [ $ok = 1 ] || { echo "sshd on $host did not answer: $(cat "$D/sshd.log")"; return 1; }
+    done
+}
+
+# tprun_on_a ARGS...: tprun run on host a with the test's ssh config.
+tprun_on_a() { in_ns a "$TPRUN" --ssh "$SSH" "$@"; }
+
+# alive PID: a live process (a zombie counts as dead).
+alive() {
+    local state
+    state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# leftovers: pids in the test namespaces other than the sshds, and any tprun agent of this build.
+leftovers() {
+    local p out=
+    for ns in $NS_A $NS_B $NS_C; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do
+            case " ${SSHD_PIDS[*]} " in *" $p "*) continue ;; esac
+            alive "$p" || continue
+            # sshd's per-connection children are the test's own plumbing, not the job's.
+            [ "$(cat /proc/$p/comm 2>/dev/null)" = sshd ] && continue
+            out="$out $p($(cat /proc/$p/comm 2>/dev/null))"
+        done
+    done
+    echo "$out"
+}
+
+# wait_no_leftovers SECONDS: until no job process is left in any test host.
+wait_no_leftovers() {
+    local i
+    for i in $(seq 1 $(($1 * 20))); do
+        [ -z "$(leftovers)" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+if ! netns_setup; then
+    echo "FAIL: could not build the test hosts"
+    exit 1
+fi
