@@ -20,8 +20,8 @@ AS_CASE([$with_$1],
 AC_DEFUN([TP_SUMMARY_ADD], [tp_summary_rows="${tp_summary_rows}$1|$2|$3|$4
 "])
 
-# TP_CHECK_LINKED_DEP(NAME, VAR, PKG-MODULE, HEADER, FUNCTION, LIB, DEFINE, DEBIAN-PACKAGE)
-# A library libtp links: flags from pkg-config (PATH's own .pc when PATH is given), else -IPATH/include
+# TP_CHECK_LINKED_DEP(NAME, VAR, PKG-MODULE, HEADER, FUNCTION, LIB, DEFINE, DEBIAN-PACKAGE, [HOW-USED])
+# A library libtp links (HOW-USED, default "linked", names another use in the summary): flags from pkg-config (PATH's own .pc when PATH is given), else -IPATH/include
 # -LPATH/lib -lLIB (or the compiler's default paths); either way HEADER must compile and FUNCTION must link.
 # Sets and substitutes VAR_CFLAGS and VAR_LIBS, and defines DEFINE and the automake conditional DEFINE.
 AC_DEFUN([TP_CHECK_LINKED_DEP], [
@@ -63,8 +63,8 @@ AS_IF([test "x$with_$1" != xno], [
 ])
 AS_CASE([$with_$1:$tp_$1_found],
   [no:*], [TP_SUMMARY_ADD([$1], [disabled], [--with-$1=no], [-])],
-  [*:yes], [AC_DEFINE([$7], [1], [Define to 1 when libtp is linked with $1.])
-            TP_SUMMARY_ADD([$1], [found], [$tp_$1_where], [linked])],
+  [*:yes], [AC_DEFINE([$7], [1], [Define to 1 when libtp is built with $1.])
+            TP_SUMMARY_ADD([$1], [found], [$tp_$1_where], [m4_default([$9], [linked])])],
   [auto:no], [$2_CFLAGS=
               $2_LIBS=
               TP_SUMMARY_ADD([$1], [not found], [-], [-])],

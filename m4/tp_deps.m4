@@ -12,9 +12,9 @@ TP_CHECK_VERBS
 TP_CHECK_CUDA
 TP_CHECK_NCCL
 TP_CHECK_HIP
-dnl What a static libtp needs beside it, dependents first; shared hwloc/PMIx (their own --static lines want
-dnl libudev-dev and friends), and never the dlopen'd vendor libraries.
-TP_PRIVATE_LIBS=`echo "$TP_HWLOC_LIBS $TP_PMIX_LIBS $LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
+dnl What a static libtp needs beside it, dependents first; shared hwloc (its own --static line wants
+dnl libudev-dev and friends), and never the dlopen'd libraries (PMIx and the vendors').
+TP_PRIVATE_LIBS=`echo "$TP_HWLOC_LIBS $LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
 AC_SUBST([TP_PRIVATE_LIBS])
 ])
 

@@ -1,6 +1,7 @@
 # tp_pmix.m4: PMIx lets ranks started by another launcher (srun, mpirun) bootstrap; libtp builds against its headers and dlopens it.
 AC_DEFUN([TP_CHECK_PMIX],
-  [TP_CHECK_LINKED_DEP([pmix], [TP_PMIX], [pmix], [pmix.h], [PMIx_Init], [pmix], [HAVE_PMIX], [libpmix-dev])
+  [TP_CHECK_LINKED_DEP([pmix], [TP_PMIX], [pmix], [pmix.h], [PMIx_Init], [pmix], [HAVE_PMIX], [libpmix-dev],
+                     [dlopen at run time])
 TP_PMIX_LIBDIR_DEFINE])
 dnl libtp dlopens libpmix.so.2 from the loader's path, then from this directory (Debian's pmix2/lib is not on it).
 AC_DEFUN([TP_PMIX_LIBDIR_DEFINE], [
