@@ -369,12 +369,15 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
             if ((plan->wdir = strdup(v)) == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
         } else if (attached != NULL && arg[1] == '-' &&
                    (strcmp(name, "--tag-output") == 0 || strcmp(name, "--report-bindings") == 0 || strcmp(name, "--no-torch-env") == 0 ||
+                    strcmp(name, "--pmix") == 0 ||
                     strcmp(name, "--info") == 0 || strcmp(name, "--version") == 0 || strcmp(name, "--help") == 0)) {
             return snprintf(err, err_len, "%s: takes no value, got \"%s\"", name, attached), TP_ERR_INVALID;
         } else if (strcmp(name, "--tag-output") == 0) {
             plan->tag_output = 1;
         } else if (strcmp(name, "--report-bindings") == 0) {
             plan->report_bindings = 1;
+        } else if (strcmp(name, "--pmix") == 0) { /* PMIx server hook */
+            plan->pmix = 1;
         } else if (strcmp(name, "--no-torch-env") == 0) {
             plan->torch_env = 0;
         } else if (strcmp(name, "--info") == 0) {
@@ -498,6 +501,9 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
     if ((v = env_lookup(envp, "TP_TORCH_ENV")) != NULL &&
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
+    if ((v = env_lookup(envp, "TP_PMIX")) != NULL && /* PMIx server hook */
+        tp_config_parse_bool("TP_PMIX", v, &b, ignore, sizeof(ignore)) == TP_OK)
+        plan->pmix = b;
 
     int prog = argc;
     tp_status_t st = parse_options(argc, argv, envp, plan, &prog, err, err_len);
@@ -531,6 +537,8 @@ void tprun_usage(int fd)
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
                 "      --wdir DIR        remote ranks start in DIR (default: the current directory)\n"
                 "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
+                "      --pmix            host a PMIx server for the ranks, so plain PMIx programs run (single\n"
+                "                        host; also TP_PMIX=1; libtp ranks keep using TP_*)\n"
                 "  -x VAR                check that VAR is set and pass it to every rank\n"
                 "  -x VAR=value          set VAR for every rank (repeatable; a later one wins)\n"
                 "      --tag-output      prefix each line of output with \"[rank] \"\n"

@@ -48,6 +48,7 @@ typedef struct tprun_plan {
     double ssh_timeout_s;
     char *wdir;      /* --wdir, else the current directory (remote ranks start there) */
     int report_bindings;
+    int pmix;           /* --pmix or TP_PMIX: tprun hosts a PMIx server for its ranks */
     char *program_path; /* the resolved file that each rank executes */
     char **argv;        /* the program and its arguments, as given (points into the caller's argv) */
 } tprun_plan_t;

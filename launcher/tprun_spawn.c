@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "tprun_pmix.h"
 
 /* The per-rank variables: at most this many on top of the inherited environment and -x. */
 #define TPRUN_RANK_VARS 16
@@ -350,6 +351,7 @@ static void __attribute__((noreturn)) keeper_main(int fd, int np)
         for (int i = 0; i < ngroups; i++) kill(-groups[i], SIGKILL);
         tp_log_write_all(STDERR_FILENO, line, (size_t)len);
     }
+    tprun_pmix_keeper_cleanup(); /* PMIx server hook: tprun died, its server's tmpdir goes too */
     _exit(0);
 }
 

@@ -1,0 +1,131 @@
+/* pmix_client.c: a plain PMIx program (no libtp) for tests/pmix_server.sh: world, fence and get, abort, events. */
+#include <pmix.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pmix_proc_t me;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    ssize_t w = write(STDOUT_FILENO, line, (size_t)n);
+    (void)w;
+}
+
+static void die(const char *what, pmix_status_t rc)
+{
+    say("rank %u: %s failed: %s", me.rank, what, PMIx_Error_string(rc));
+    exit(1);
+}
+
+static pmix_value_t *get(const pmix_proc_t *proc, const char *key)
+{
+    pmix_value_t *v = NULL;
+    pmix_status_t rc = PMIx_Get(proc, key, NULL, 0, &v);
+    if (rc != PMIX_SUCCESS) die(key, rc);
+    return v;
+}
+
+static unsigned long number(pmix_value_t *v)
+{
+    unsigned long n = v->type == PMIX_UINT32 ? v->data.uint32
+                      : v->type == PMIX_UINT16 ? v->data.uint16
+                      : v->type == PMIX_PROC_RANK ? v->data.rank
+                                                  : 999999;
+    PMIX_VALUE_RELEASE(v);
+    return n;
+}
+
+/* Waits to be ended by tprun; a bounded wait so a tprun that never acts fails the test instead of hanging it. */
+static void wait_to_be_killed(void)
+{
+    for (int i = 0; i < 200; i++) usleep(100000);
+    say("rank %u: still alive after 20 s", me.rank);
+    exit(3);
+}
+
+static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
+                     pmix_info_t results[], size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id, (void)source, (void)results, (void)nresults;
+    long affected = -1;
+    for (size_t i = 0; i < ninfo; i++)
+        if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC)
+            affected = (long)info[i].value.data.proc->rank;
+    say("rank %u: event %s affected rank %ld", me.rank, PMIx_Error_string(status), affected);
+    if (cbfunc != NULL) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void fence(void)
+{
+    pmix_info_t info;
+    bool yes = true;
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+    pmix_proc_t all;
+    PMIX_LOAD_PROCID(&all, me.nspace, PMIX_RANK_WILDCARD);
+    pmix_status_t rc = PMIx_Fence(&all, 1, &info, 1);
+    if (rc != PMIX_SUCCESS) die("PMIx_Fence", rc);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "info";
+    int target = argc > 2 ? atoi(argv[2]) : -1;
+    pmix_status_t rc = PMIx_Init(&me, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        say("PMIx_Init failed: %s", PMIx_Error_string(rc));
+        return 1;
+    }
+    pmix_proc_t job, self = me;
+    PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
+    if (strcmp(mode, "info") == 0) {
+        unsigned long size = number(get(&job, PMIX_JOB_SIZE)), lsize = number(get(&job, PMIX_LOCAL_SIZE));
+        unsigned long lrank = number(get(&self, PMIX_LOCAL_RANK)), node = number(get(&self, PMIX_NODEID));
+        pmix_value_t *peers = get(&job, PMIX_LOCAL_PEERS), *host = get(&self, PMIX_HOSTNAME);
+        char ep[64];
+        snprintf(ep, sizeof(ep), "ep-of-rank-%u-pid-%d", me.rank, (int)getpid());
+        pmix_value_t val = {.type = PMIX_STRING, .data.string = ep};
+        if ((rc = PMIx_Put(PMIX_GLOBAL, "test.ep", &val)) != PMIX_SUCCESS) die("PMIx_Put", rc);
+        if ((rc = PMIx_Commit()) != PMIX_SUCCESS) die("PMIx_Commit", rc);
+        fence();
+        pmix_proc_t peer;
+        PMIX_LOAD_PROCID(&peer, me.nspace, (me.rank + 1) % size);
+        pmix_value_t *got = get(&peer, "test.ep");
+        say("rank %u size %lu local %lu/%lu peers %s node %lu host %s nspace %s peer %u says %s", me.rank, size,
+            lrank, lsize, peers->data.string, node, host->data.string, me.nspace, peer.rank, got->data.string);
+        PMIX_VALUE_RELEASE(peers);
+        PMIX_VALUE_RELEASE(host);
+        PMIX_VALUE_RELEASE(got);
+    } else if (strcmp(mode, "abort") == 0) {
+        fence();
+        if ((int)me.rank == target) {
+            rc = PMIx_Abort(7, "rank asked to abort", NULL, 0);
+            say("rank %u: PMIx_Abort returned %s", me.rank, PMIx_Error_string(rc));
+        }
+        wait_to_be_killed();
+    } else if (strcmp(mode, "events") == 0) {
+        pmix_status_t code = PMIX_ERR_PROC_ABORTED;
+        rc = PMIx_Register_event_handler(&code, 1, NULL, 0, on_event, NULL, NULL);
+        if (rc < 0) die("PMIx_Register_event_handler", rc);
+        fence(); /* every handler is in place before the target dies */
+        if ((int)me.rank == target) raise(SIGKILL);
+        wait_to_be_killed();
+    } else {
+        say("usage: pmix_client [info | abort RANK | events RANK]");
+        return 2;
+    }
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}

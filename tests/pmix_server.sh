@@ -1,0 +1,99 @@
+#!/bin/bash
+# tprun --pmix: a plain PMIx program gets its world, fence and get; PMIx_Abort ends the job with its status; a
+# rank's death is notified to the survivors before tprun's teardown; the server's tmpdir never stays behind.
+. "$(dirname "$0")/runtime_lib.sh"
+. "$(dirname "$0")/pmix_lib.sh"
+have_pmix_build || skip "tprun built without PMIx"
+CLIENT=./tests/pmix_client
+[ -x "$CLIENT" ] || skip "no $CLIENT (built only with PMIx)"
+unset TP_PMIX TP_RANK TP_LOG_LEVEL
+# The server makes its directory under TMPDIR: a private one shows exactly what it leaves behind.
+export TMPDIR=$TEST_DIR/tmp
+mkdir -p "$TMPDIR"
+host=$(hostname)
+leftover() { ls -d "$TMPDIR"/tprun-pmix.* 2>/dev/null; }
+tprun_pmix() {
+    local limit=$1
+    shift
+    timeout -k 5 "$limit" "$TPRUN" "$@"
+}
+
+# World, locality, node and a peer's data after a collecting fence; by --pmix and by TP_PMIX=1.
+check_world() {
+    local what=$1 n=$2 out=$3 st=$4 ok=1
+    for ((r = 0; r < n; r++)); do
+        local p=$(((r + 1) % n))
+        echo "$out" | grep -q "^rank $r size $n local $r/$n peers $(seq -s, 0 $((n - 1))) node 0 host $host nspace tprun\.[^ ]* peer $p says ep-of-rank-$p-pid-" || ok=0
+    done
+    [ "$st" -eq 0 ] && [ $ok = 1 ] && pass "$what" || fail "$what: status $st: $out"
+}
+out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" info 2>&1)
+check_world "--pmix -n 4: rank, job size, local size, local peers, node id, peer data after a fence" 4 "$out" $?
+out=$(TP_PMIX=1 tprun_pmix 30 -n 2 "$CLIENT" info 2>&1)
+check_world "TP_PMIX=1 -n 2: the same" 2 "$out" $?
+[ -z "$(leftover)" ] && pass "no tmpdir left after a normal exit" || fail "tmpdir left after a normal exit: $(leftover)"
+
+# Purely local fences skip the host; with that optimisation off, the data goes through tprun's fence_nb.
+out=$(PMIX_MCA_pmix_server_fence_localonly_opt=0 TP_LOG_LEVEL=debug tprun_pmix 30 --pmix -n 4 "$CLIENT" info 2>&1)
+st=$?
+echo "$out" | grep -q 'pmix: fence_nb: ' && check_world "fence through tprun's fence_nb: peers' data" 4 \
+    "$(echo "$out" | grep '^rank')" $st || fail "fence_nb was not called: status $st: $out"
+
+# PMIx_Abort(7, msg) from rank 2: the first failure line names it; tprun exits 7.
+out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" abort 2 2>&1)
+st=$?
+first=$(echo "$out" | grep '^tprun:' | head -1)
+[ $st -eq 7 ] && echo "$first" | grep -q "^tprun: rank 2 (host $host, pid [0-9]*) called PMIx_Abort(status 7): rank asked to abort$" &&
+    ! echo "$out" | grep -q 'still alive' && pass "PMIx_Abort(7) from rank 2: exit 7, named first" ||
+    fail "PMIx_Abort: status $st: $out"
+[ -z "$(leftover)" ] && pass "no tmpdir left after an abort" || fail "tmpdir left after an abort: $(leftover)"
+
+# SIGKILL of rank 1: every survivor prints PROC-ABORTED naming rank 1, then tprun tears the job down.
+out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" events 1 2>&1)
+st=$?
+ok=1
+for r in 0 2 3; do echo "$out" | grep -q "^rank $r: event PROC-ABORTED affected rank 1$" || ok=0; done
+[ $st -eq 137 ] && [ $ok = 1 ] && echo "$out" | grep '^tprun:' | head -1 | grep -q 'rank 1 (.*) killed by signal 9' &&
+    ! echo "$out" | grep -q 'still alive' && pass "rank 1 SIGKILLed: ranks 0,2,3 got PROC-ABORTED for rank 1" ||
+    fail "death notification: status $st: $out"
+
+# tprun SIGKILLed: the keeper kills the ranks and removes the server's tmpdir.
+"$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$TEST_DIR/killed.out" 2>&1 &
+tp=$!
+STARTED_PIDS+=($tp)
+for _ in $(seq 1 1000); do
+    [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
+    sleep 0.01
+done
+dir=$(leftover)
+kill -9 "$tp"
+wait "$tp" 2>/dev/null
+for _ in $(seq 1 500); do
+    [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] && break
+    sleep 0.01
+done
+[ -n "$dir" ] && [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] &&
+    pass "tprun SIGKILLed: its keeper removed $dir and the ranks are gone" ||
+    fail "after SIGKILL of tprun: tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/killed.out")"
+
+# A bad libpmix.so.2 first on the loader's path: a clear error, status 2, nothing started, nothing left.
+echo 'int not_pmix;' >"$TEST_DIR/fake.c"
+if ${CC:-cc} -shared -fPIC -o "$TEST_DIR/libpmix.so.2" "$TEST_DIR/fake.c" 2>/dev/null; then
+    out=$(LD_LIBRARY_PATH="$TEST_DIR" tprun_pmix 30 --pmix -n 2 sh -c "touch $TEST_DIR/started" 2>&1)
+    st=$?
+    [ $st -eq 2 ] && echo "$out" | grep -q '^tprun: --pmix: cannot load libpmix.so.2: .*libpmix.so.2 lacks PMIx_server_init' &&
+        [ ! -e "$TEST_DIR/started" ] && [ -z "$(leftover)" ] && pass "bad libpmix.so.2: named, status 2, nothing started" ||
+        fail "bad libpmix: status $st: $out"
+else
+    echo "skip: no C compiler for the fake libpmix"
+fi
+
+# libtp ranks under --pmix keep tprun's TP_* contract (TP_RANK wins over PMIX_*).
+out=$(tprun_pmix 30 --pmix -n 2 "$RANK_PROG" boot 2>&1)
+[ $? -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
+    pass "libtp ranks under --pmix use TP_*" || fail "libtp under --pmix: $out"
+
+# Without --pmix nothing of PMIx reaches the ranks.
+out=$(tprun_pmix 30 -n 1 sh -c 'env | grep -c "^PMIX_"; exit 0' 2>&1)
+[ "$out" = 0 ] && pass "plain tprun sets no PMIX_* variable" || fail "plain tprun: $out"
+finish
