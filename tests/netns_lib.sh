@@ -41,6 +41,9 @@ netns_teardown() {
         for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
         ip netns del "$ns" 2>/dev/null
     done
+    # A namespace outlives its name while a socket of it lingers (a link taken down leaves TCP retrying):
+    # its veths' ends here are deleted by name, which takes their peers and that namespace's links with them.
+    for l in $(ip -br link | awk '{print $1}' | sed 's/@.*//' | grep "^tp${ID}"); do ip link del "$l" 2>/dev/null; done
     for br in $BRIDGES; do ip link del "$br" 2>/dev/null; done
     for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do wait "$p" 2>/dev/null; done
     rm -rf "$D"
