@@ -46,23 +46,6 @@ void tprun_status_describe(int wstatus, int oom, char *buf, size_t len)
     }
 }
 
-void tprun_format_ranks(const int *ranks, size_t n, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && used < len; i++) {
-        size_t j = i;
-        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
-        int w;
-        if (j == i) w = snprintf(buf + used, len - used, "%s%d", i ? "," : "", ranks[i]);
-        else w = snprintf(buf + used, len - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j]);
-        if (w < 0) break;
-        used += (size_t)w;
-        i = j;
-    }
-    if (used >= len && len > 4) strcpy(buf + len - 4, "...");
-}
-
 long long tprun_read_counter(const char *path, const char *key)
 {
     FILE *f = fopen(path, "re");

@@ -19,8 +19,6 @@ int tprun_status_code(int wstatus);
  */
 void tprun_status_describe(int wstatus, int oom, char *buf, size_t len);
 
-/* Writes a sorted list of ranks compactly: "0-3,5,7-8". */
-void tprun_format_ranks(const int *ranks, size_t n, char *buf, size_t len);
 
 /*
  * The kernel's count of OOM kills that would include a rank of this job: the cgroup v2 memory.events

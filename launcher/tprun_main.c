@@ -77,7 +77,7 @@ static void running_ranks(tprun_loop_t *L, char *buf, size_t len)
     size_t n = 0;
     for (int r = 0; list != NULL && r < L->job->np; r++)
         if (L->job->ranks[r].running) list[n++] = r;
-    tprun_format_ranks(list, n, buf, len);
+    tp_format_ranks(list, n, buf, len);
     free(list);
 }
 
@@ -417,7 +417,7 @@ static void print_summary(tprun_loop_t *L)
         if (L->job->ranks[r].ended_by != 0 && r != L->first_failure) list[n++] = r;
     if (n > 0) {
         char ranks[200];
-        tprun_format_ranks(list, n, ranks, sizeof(ranks));
+        tp_format_ranks(list, n, ranks, sizeof(ranks));
         snprintf(stopped, sizeof(stopped), "; tprun ended rank%s %s", n > 1 ? "s" : "", ranks);
     }
     free(list);

@@ -575,7 +575,7 @@ static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
         return;
     }
     char ranks[200];
-    tprun_format_ranks(list, n, ranks, sizeof(ranks));
+    tp_format_ranks(list, n, ranks, sizeof(ranks));
     int first = L->first_failure < 0 && !L->timed_out && !L->launch_failed;
     if (first) {
         tprun_say("host %s: the agent's connection ended before rank%s %s there ended%s%s; they count as killed",

@@ -83,3 +83,19 @@ void tp_log(tp_log_level_t level, const char *subsys, const char *fmt, ...)
     tp_log_v(level, subsys, fmt, ap);
     va_end(ap);
 }
+
+void tp_format_ranks(const int *ranks, size_t n, char *out, size_t len)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && used < len; i++) {
+        size_t j = i;
+        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
+        int w = j > i ? snprintf(out + used, len - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j])
+                      : snprintf(out + used, len - used, "%s%d", i ? "," : "", ranks[i]);
+        if (w < 0) return;
+        used += (size_t)w;
+        i = j;
+    }
+    if (used >= len && len > 4) strcpy(out + len - 4, "...");
+}

@@ -17,6 +17,9 @@ void tp_log_set_program(const char *name);
 
 void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list ap);
 
+/* Formats a sorted rank list compactly for messages: "0-2,5,7-9" ("..." when it does not fit). */
+void tp_format_ranks(const int *ranks, size_t n, char *out, size_t len);
+
 /* Writes a whole line to fd with one write() (retrying short writes); used for user-facing output too. */
 void tp_log_write_all(int fd, const char *buf, size_t len);
 

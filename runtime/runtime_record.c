@@ -1,6 +1,8 @@
 /* runtime_record.c: peer records as strict key=value text, settings comparison, rank lists. */
 #include "runtime_record.h"
 
+#include "runtime_log.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,22 +186,6 @@ oom:
 bad:
     tp_checkin_free(out);
     return TP_ERR_PROTOCOL;
-}
-
-void tp_format_ranks(const int *ranks, int n, char *out, size_t len)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (int i = 0; i < n && used < len; i++) {
-        int j = i;
-        while (j + 1 < n && ranks[j + 1] == ranks[j] + 1) j++;
-        int w = j > i ? snprintf(out + used, len - used, "%s%d-%d", i ? "," : "", ranks[i], ranks[j])
-                      : snprintf(out + used, len - used, "%s%d", i ? "," : "", ranks[i]);
-        if (w < 0) return;
-        used += (size_t)w;
-        i = j;
-    }
-    if (used >= len && len > 4) strcpy(out + len - 4, "...");
 }
 
 static const char *setting_of(const tp_checkin_t *c, const char *key)

@@ -37,9 +37,6 @@ void tp_checkin_free(tp_checkin_t *c);
  */
 tp_status_t tp_settings_compare(const tp_checkin_t *checkins, int n, char *msg, size_t msg_len);
 
-/* Formats a sorted rank list compactly: "0-2,5,7-9". */
-void tp_format_ranks(const int *ranks, int n, char *out, size_t len);
-
 /* Fills local_rank, local_size and node_rank of records that lack them, grouping ranks by host name. */
 void tp_records_derive_locality(tp_peer_record_t *records, int n);
 

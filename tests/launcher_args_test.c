@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tprun_args.h"
+#include "runtime_log.h"
 #include "tprun_exit.h"
 
 static int failures;
@@ -177,9 +178,9 @@ static void test_hosts_and_formats(void)
           "others");
     char buf[128];
     int ranks[] = {0, 1, 2, 3, 5, 7, 8};
-    tprun_format_ranks(ranks, 7, buf, sizeof(buf));
+    tp_format_ranks(ranks, 7, buf, sizeof(buf));
     CHECK(strcmp(buf, "0-3,5,7-8") == 0, "%s", buf);
-    tprun_format_ranks(ranks, 0, buf, sizeof(buf));
+    tp_format_ranks(ranks, 0, buf, sizeof(buf));
     CHECK(strcmp(buf, "") == 0, "%s", buf);
     tprun_status_describe(3 << 8, 0, buf, sizeof(buf));
     CHECK(strcmp(buf, "exited with status 3") == 0, "%s", buf);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "runtime_config.h"
+#include "runtime_log.h"
 #include "runtime_record.h"
 #include "runtime_wire.h"
 
