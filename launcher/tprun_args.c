@@ -359,6 +359,10 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
                 return snprintf(err, err_len, "%s: expected a command, got \"%s\"", name, v), TP_ERR_INVALID;
             free(plan->ssh);
             if ((plan->ssh = strdup(v)) == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
+        } else if (strcmp(name, "--launcher") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "auto, local or slurm", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            plan->launcher = v;
         } else if (strcmp(name, "--wdir") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "a directory", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
@@ -501,12 +505,21 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
     if ((v = env_lookup(envp, "TP_TORCH_ENV")) != NULL &&
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
+    plan->launcher = env_lookup(envp, "TP_LAUNCHER");
+    const char *launcher_from = plan->launcher ? "TP_LAUNCHER" : NULL;
     if ((v = env_lookup(envp, "TP_PMIX")) != NULL && /* PMIx server hook */
         tp_config_parse_bool("TP_PMIX", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->pmix = b;
 
     int prog = argc;
     tp_status_t st = parse_options(argc, argv, envp, plan, &prog, err, err_len);
+    if (st == TP_OK && plan->launcher != NULL && strcmp(plan->launcher, "auto") != 0 &&
+        strcmp(plan->launcher, "local") != 0 && strcmp(plan->launcher, "slurm") != 0) {
+        int from_env = launcher_from != NULL && plan->launcher == env_lookup(envp, "TP_LAUNCHER");
+        snprintf(err, err_len, "%s: expected auto, local or slurm, got \"%s\"", from_env ? "TP_LAUNCHER" : "--launcher",
+                 plan->launcher);
+        st = TP_ERR_INVALID;
+    }
     int have_np = plan->np > 0;
     if (st == TP_OK) {
         plan->argv = argv + prog;
@@ -537,6 +550,8 @@ void tprun_usage(int fd)
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
                 "      --wdir DIR        remote ranks start in DIR (default: the current directory)\n"
                 "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
+                "      --launcher HOW    auto (srun inside a Slurm allocation, else fork and ssh), local or slurm\n"
+                "                        (default: TP_LAUNCHER, auto)\n"
                 "      --pmix            host a PMIx server for the ranks, so plain PMIx programs run (single\n"
                 "                        host; also TP_PMIX=1; libtp ranks keep using TP_*)\n"
                 "  -x VAR                check that VAR is set and pass it to every rank\n"

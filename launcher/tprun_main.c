@@ -560,7 +560,7 @@ int main(int argc, char **argv)
     } else if (plan.env_set != NULL && tp_config_check_environ(plan.env_set, err, sizeof(err)) != TP_OK) {
         tprun_say("-x %s", err);
         status = TPRUN_EXIT_USAGE;
-    } else if (tprun_slurm_wanted(environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
+    } else if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
         status = tprun_slurm_run(&plan, environ);
     } else {
         status = run_job(&plan, host);

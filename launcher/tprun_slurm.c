@@ -28,9 +28,8 @@ static const char *env_get(char *const *envp, const char *name)
     return NULL;
 }
 
-int tprun_slurm_wanted(char *const *envp)
+int tprun_slurm_wanted(const char *how, char *const *envp)
 {
-    const char *how = env_get(envp, "TP_LAUNCHER");
     if (how != NULL && strcmp(how, "slurm") == 0) return 1;
     if (how != NULL && strcmp(how, "local") == 0) return 0;
     return env_get(envp, "SLURM_JOB_ID") != NULL;

@@ -4,8 +4,8 @@
 
 #include "tprun_args.h"
 
-/* Whether srun starts the ranks: TP_LAUNCHER=slurm, or TP_LAUNCHER=auto (the default) with SLURM_JOB_ID set. */
-int tprun_slurm_wanted(char *const *envp);
+/* Whether srun starts the ranks: how ("--launcher" or TP_LAUNCHER) is slurm, or auto/unset with SLURM_JOB_ID set. */
+int tprun_slurm_wanted(const char *how, char *const *envp);
 
 /* Runs the plan as `srun --mpi=pmix --kill-on-bad-exit -n N`; forwards signals, keeps --timeout; tprun's status. */
 int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp);

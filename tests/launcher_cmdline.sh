@@ -42,6 +42,7 @@ refused 'tprun: -n: missing value (expected a positive integer)' -n
 refused 'tprun: -n: missing (give the number of ranks, e.g. -n 4)' "$prog" $run
 refused 'tprun: missing the program to run (usage: tprun -n N [options] [--] program [args])' -n 2 --
 refused 'tprun: unknown option "--bogus" (tprun --help lists the options)' -n 2 --bogus "$prog" $run
+refused 'tprun: --launcher: expected auto, local or slurm, got "foo"' -n 2 --launcher foo "$prog" $run
 refused 'tprun: --map-by: expected slot or node, got "core"' -n 2 -H localhost,b --map-by core "$prog" $run
 refused 'tprun: -n 4 needs 4 slots, but -H/--hostfile give only 2' -n 4 -H localhost:2 "$prog" $run
 refused "tprun: --hostfile $T/none: No such file or directory" -n 2 --hostfile "$T/none" "$prog" $run
@@ -56,6 +57,7 @@ refused 'tprun: -x: expected VAR or VAR=value with a variable name, got "1BAD=3"
 refused 'tprun: -x TP_JOB_KEY: tprun sets this variable for each rank; it cannot be overridden' -n 2 -x TP_JOB_KEY=0 "$prog" $run
 refused 'tprun: -x TP_BOOT_TIMEOUT: expected a positive number of seconds, got "soon"' -n 2 -x TP_BOOT_TIMEOUT=soon "$prog" $run
 with_env=TP_KILL_GRACE=abc refused 'tprun: TP_KILL_GRACE: expected a positive number of seconds, got "abc"' -n 2 "$prog" $run
+with_env=TP_LAUNCHER=bar refused 'tprun: TP_LAUNCHER: expected auto, local or slurm, got "bar"' -n 2 "$prog" $run
 with_env=TP_TORCH_ENV=maybe refused 'tprun: TP_TORCH_ENV: expected 1, 0, yes, no, true, false, on or off, got "maybe"' -n 2 "$prog" $run
 # PATH is searched like execvp: a program found only through PATH runs, one missing from it does not.
 with_env=PATH=$T refused 'tprun: program "launcher_rank": not found in PATH' -n 1 launcher_rank $run

@@ -49,4 +49,9 @@ out=$(timeout -k 5 60 salloc -Q -n 2 env TP_LAUNCHER=local "$TPRUN" -n 2 "$RANK_
 st=$?
 [ $st -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
     pass "TP_LAUNCHER=local starts the ranks itself in an allocation" || fail "TP_LAUNCHER=local: status $st: $out"
+
+out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" --launcher local -n 2 "$RANK_PROG" boot 2>&1)
+st=$?
+[ $st -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
+    pass "--launcher local starts the ranks itself in an allocation" || fail "--launcher local: status $st: $out"
 finish
