@@ -10,7 +10,8 @@ tprun_SOURCES = \
 	launcher/tprun_loop.h launcher/tprun_remote.c launcher/tprun_remote.h launcher/tprun_agent.c \
 	launcher/tprun_slurm.c launcher/tprun_slurm.h \
 	launcher/tprun_pmix.c launcher/tprun_pmix.h launcher/tprun_pmix_loop.c \
-	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
+	runtime/runtime_dl.c runtime/runtime_dl.h
 tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher $(TP_PMIX_CFLAGS)
 # libpmix is dlopen'd by tprun --pmix only (launcher/tprun_pmix.c), never linked.
 tprun_LDADD = -lm -ldl

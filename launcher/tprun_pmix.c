@@ -43,7 +43,6 @@ tp_status_t tprun_pmix_tmpdir_create(void)
 }
 
 #ifdef HAVE_PMIX
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -52,6 +51,8 @@ tp_status_t tprun_pmix_tmpdir_create(void)
 
 #include <pmix.h>
 #include <pmix_server.h>
+
+#include "runtime_dl.h"
 
 /* libpmix is loaded only by tprun --pmix: a plain tprun starts as fast as before and needs no libpmix. */
 #define PMIX_SYMBOLS(X)                                                                                          \
@@ -80,29 +81,13 @@ static const char *const lib_names[] = {PMIX_SYMBOLS(PMIX_NAME)};
 
 tp_status_t tprun_pmix_load(char *err, size_t err_len)
 {
-    static const char *const paths[] = {"libpmix.so.2", TP_PMIX_LIBDIR "/libpmix.so.2"};
-    char why[512] = "";
+    char why[512];
     if (lib.handle != NULL) return TP_OK;
-    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && lib.handle == NULL; i++) {
-        if (i > 0 && TP_PMIX_LIBDIR[0] == '\0') break;
-        lib.handle = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL);
-        if (lib.handle == NULL && why[0] == '\0') snprintf(why, sizeof(why), "%s", dlerror());
-    }
+    lib.handle = tp_dl_open("libpmix.so.2", TP_PMIX_LIBDIR, lib_names, (void **)&lib.p_PMIx_server_init,
+                            sizeof(lib_names) / sizeof(lib_names[0]), "PMIx 4", why, sizeof(why));
     if (lib.handle == NULL) {
         snprintf(err, err_len, "--pmix: cannot load libpmix.so.2: %s (install libpmix2, or set LD_LIBRARY_PATH to "
                  "its directory)", why);
-        return TP_ERR_UNSUPPORTED;
-    }
-    void **slots = (void **)&lib.p_PMIx_server_init;
-    for (size_t i = 0; i < sizeof(lib_names) / sizeof(lib_names[0]); i++) {
-        if ((slots[i] = dlsym(lib.handle, lib_names[i])) != NULL) continue;
-        Dl_info info;
-        void *any = dlsym(lib.handle, "PMIx_Init");
-        const char *file = any != NULL && dladdr(any, &info) && info.dli_fname ? info.dli_fname : "libpmix.so.2";
-        snprintf(err, err_len, "--pmix: cannot load libpmix.so.2: %s lacks %s: not a usable PMIx 4 library "
-                 "(install libpmix2)", file, lib_names[i]);
-        dlclose(lib.handle);
-        memset(&lib, 0, sizeof(lib));
         return TP_ERR_UNSUPPORTED;
     }
     return TP_OK;

@@ -2,6 +2,7 @@
 lib_LTLIBRARIES += libtp.la
 libtp_la_SOURCES = \
 	runtime/runtime_config.c runtime/runtime_config.h \
+	runtime/runtime_dl.c runtime/runtime_dl.h \
 	runtime/runtime_log.c runtime/runtime_log.h \
 	runtime/runtime_status.c
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm

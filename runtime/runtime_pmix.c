@@ -27,8 +27,9 @@ int tp_pmix_started(void)
 }
 
 #ifdef HAVE_PMIX
-#include <dlfcn.h>
 #include <pmix.h>
+
+#include "runtime_dl.h"
 
 /* libpmix is dlopen'd only when a PMIx server started this process: ranks under tprun never load it. */
 #define PMIX_SYMBOLS(X)                                                                                          \
@@ -57,29 +58,13 @@ static const char *const lib_names[] = {PMIX_SYMBOLS(PMIX_NAME)};
 /* Loads libpmix.so.2 (the loader's path, then configure's libdir) and every symbol, or says what is wrong. */
 static tp_status_t lib_load(void)
 {
-    static const char *const paths[] = {"libpmix.so.2", TP_PMIX_LIBDIR "/libpmix.so.2"};
-    char why[512] = "";
+    char why[512];
     if (lib.handle != NULL) return TP_OK;
-    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && lib.handle == NULL; i++) {
-        if (i > 0 && TP_PMIX_LIBDIR[0] == '\0') break;
-        lib.handle = dlopen(paths[i], RTLD_NOW | RTLD_GLOBAL);
-        if (lib.handle == NULL && why[0] == '\0') snprintf(why, sizeof(why), "%s", dlerror());
-    }
+    lib.handle = tp_dl_open("libpmix.so.2", TP_PMIX_LIBDIR, lib_names, (void **)&lib.p_PMIx_Init,
+                            sizeof(lib_names) / sizeof(lib_names[0]), "PMIx 4", why, sizeof(why));
     if (lib.handle == NULL) {
-        tp_log(TP_LOG_ERROR, "pmix", "started by a PMIx server (PMIX_NAMESPACE=%s) but cannot load libpmix.so.2: %s "
+        tp_log(TP_LOG_ERROR, "pmix", "started by a PMIx server (PMIX_NAMESPACE=%s) but cannot use libpmix.so.2: %s "
                "(install libpmix2, or set LD_LIBRARY_PATH to its directory)", getenv("PMIX_NAMESPACE"), why);
-        return TP_ERR_UNSUPPORTED;
-    }
-    void **slots = (void **)&lib.p_PMIx_Init;
-    for (size_t i = 0; i < sizeof(lib_names) / sizeof(lib_names[0]); i++) {
-        if ((slots[i] = dlsym(lib.handle, lib_names[i])) != NULL) continue;
-        Dl_info info;
-        const char *file = dladdr(dlsym(lib.handle, "PMIx_Init"), &info) && info.dli_fname ? info.dli_fname
-                                                                                             : "libpmix.so.2";
-        tp_log(TP_LOG_ERROR, "pmix", "%s lacks %s: not a usable PMIx 4 library (install libpmix2)", file,
-               lib_names[i]);
-        dlclose(lib.handle);
-        memset(&lib, 0, sizeof(lib));
         return TP_ERR_UNSUPPORTED;
     }
     return TP_OK;
