@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "runtime_config.h"
+#include "runtime_iface.h"
 #include "runtime_log.h"
 #include "runtime_record.h"
 #include "runtime_wire.h"
@@ -192,6 +193,44 @@ static void test_auth(void)
               strstr(why, "not the tp protocol"), "garbage refused: %s", why);
 }
 
+static void test_iface(void)
+{
+    /* NCCL_SOCKET_IFNAME's grammar: prefixes, =exact, ^exclude, ^=exclude exact. */
+    CHECK(tp_ifname_match("", "eth0") && tp_ifname_match(NULL, "eth0"), "empty filter passes");
+    CHECK(tp_ifname_match("eth,ib", "eth1") && tp_ifname_match("eth,ib", "ib0") && !tp_ifname_match("eth,ib", "lo"),
+          "prefixes");
+    CHECK(tp_ifname_match("=eth0", "eth0") && !tp_ifname_match("=eth0", "eth01"), "exact");
+    CHECK(!tp_ifname_match("^docker,lo", "docker0") && tp_ifname_match("^docker,lo", "rail0"), "exclude prefixes");
+    CHECK(!tp_ifname_match("^=docker0", "docker0") && tp_ifname_match("^=docker0", "docker01"), "exclude exact");
+    tp_iface_t ifs[4], back[4];
+    memset(ifs, 0, sizeof(ifs));
+    strcpy(ifs[0].name, "rail0"), strcpy(ifs[0].ip, "198.18.2.1"), ifs[0].prefix = 24;
+    strcpy(ifs[1].name, "rail1"), strcpy(ifs[1].ip, "198.18.3.1"), ifs[1].prefix = 24;
+    char text[256];
+    CHECK(tp_iface_format(ifs, 2, text, sizeof(text)) > 0 && strcmp(text, "rail0:198.18.2.1/24,rail1:198.18.3.1/24") == 0,
+          "format: %s", text);
+    CHECK(tp_iface_parse(text, back, 4) == 2 && strcmp(back[1].name, "rail1") == 0 &&
+              strcmp(back[1].ip, "198.18.3.1") == 0 && back[1].prefix == 24, "parse round trip");
+    CHECK(tp_iface_parse("", back, 4) == 0, "no interfaces");
+    static const char *const bad[] = {"rail0", "rail0:198.18.2.1", "rail0:300.1.1.1/24", "rail0:198.18.2.1/33",
+                                      "rail0:198.18.2.1/24,", ":198.18.2.1/24", "rail0:198.18.2.1/x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK(tp_iface_parse(bad[i], back, 4) == -1, "malformed interface list \"%s\" refused", bad[i]);
+    /* A peer sharing rail1 only, plus a decoy on a /24 nobody else has: rail1 first, then the routed address. */
+    tp_iface_t peer[2];
+    memset(peer, 0, sizeof(peer));
+    strcpy(peer[0].name, "decoy0"), strcpy(peer[0].ip, "198.18.101.2"), peer[0].prefix = 24;
+    strcpy(peer[1].name, "rail1"), strcpy(peer[1].ip, "198.18.3.2"), peer[1].prefix = 24;
+    char cands[TP_IFACE_CANDIDATES][16], via[TP_IFACE_CANDIDATES][32];
+    int shared = -1;
+    int n = tp_iface_candidates(ifs, 2, peer, 2, "198.18.1.2", cands, via, TP_IFACE_CANDIDATES, &shared);
+    CHECK(n == 2 && shared == 1 && strcmp(cands[0], "198.18.3.2") == 0 && strcmp(via[0], "rail1") == 0 &&
+              strcmp(cands[1], "198.18.1.2") == 0 && via[1][0] == '\0', "candidates: n=%d shared=%d %s", n, shared,
+          n > 0 ? cands[0] : "");
+    n = tp_iface_candidates(ifs, 2, peer, 1, "198.18.1.2", cands, via, TP_IFACE_CANDIDATES, &shared);
+    CHECK(n == 1 && shared == 0 && strcmp(cands[0], "198.18.1.2") == 0, "no shared /24: routed only");
+}
+
 int main(void)
 {
     test_siphash();
@@ -200,6 +239,7 @@ int main(void)
     test_settings();
     test_locality();
     test_auth();
+    test_iface();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("runtime_unit: all checks passed\n");
     return failures ? 1 : 0;
