@@ -65,6 +65,12 @@ void tprun_agents_finish(tprun_loop_t *L);
 /* The agent side: `tprun --agent`, its plan read from stdin. Returns its exit status. */
 int tprun_agent_main(void);
 
+/* Shared by tprun_remote.c (launch) and tprun_remote_run.c (run): queue a line on an agent's channel, close its
+ * input (it then ends its ranks), and end every agent within the grace after a failure. */
+void tprun_agent_send(tprun_agent_t *a, const char *line);
+void tprun_agent_close_input(tprun_agent_t *a);
+void tprun_agents_abort(tprun_loop_t *L, double grace);
+
 /* Escapes '%' and newlines as %XX so that a value fits one protocol line; out must hold 3 * strlen(in) + 1. */
 void tprun_wire_escape(const char *in, char *out);
 /* Undoes tprun_wire_escape in place. */

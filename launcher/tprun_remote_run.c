@@ -1,0 +1,185 @@
+/* tprun_remote_run.c: tprun's side of the ssh launcher while the job runs: agents' messages, signals and ends. */
+#include "tprun_remote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime_config.h"
+#include "runtime_log.h"
+#include "tprun_exit.h"
+
+/* ---- while the job runs ---- */
+
+static tprun_loop_t *agents_loop; /* the loop the agents' line handler reports to (one job per tprun) */
+
+static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const char *text, char **rest)
+{
+    long r = strtol(text, rest, 10);
+    int ai = (int)(a - L->agents->a);
+    if (*rest == text || r < 0 || r >= L->job->np || L->job->ranks[r].agent != ai) return -1;
+    if (**rest == ' ') (*rest)++;
+    return (int)r;
+}
+
+/* One message from a running agent: "o|e RANK text", "s RANK PID", "x RANK WSTATUS ERRNO OOM", "bye". */
+static void on_agent_line(void *ctx, char *line, size_t len)
+{
+    tprun_agent_t *a = ctx;
+    tprun_loop_t *L = agents_loop;
+    char *rest;
+    int r;
+    if ((line[0] == 'o' || line[0] == 'e') && line[1] == ' ') {
+        if ((r = parse_rank_of(L, a, line + 2, &rest)) >= 0)
+            tprun_write_line(line[0] == 'o' ? STDOUT_FILENO : STDERR_FILENO, &L->job->ranks[r].prefix, rest,
+                             len - (size_t)(rest - line));
+        return;
+    }
+    line[len - 1] = '\0';
+    if (line[0] == 's' && line[1] == ' ' && (r = parse_rank_of(L, a, line + 2, &rest)) >= 0) {
+        L->job->ranks[r].pid = (pid_t)strtol(rest, NULL, 10);
+    } else if (line[0] == 'x' && line[1] == ' ' && (r = parse_rank_of(L, a, line + 2, &rest)) >= 0) {
+        int wstatus = 0, err = 0, oom = 0;
+        tprun_rank_t *rank = &L->job->ranks[r];
+        if (sscanf(rest, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
+            rank->exec_errno = err;
+            rank->oom = oom;
+            a->running--;
+            tprun_loop_rank_ended(L, r, wstatus);
+        }
+    } else if (strcmp(line, "bye") == 0) {
+        a->said_bye = 1;
+    } else {
+        tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%.200s\"", a->name, line);
+    }
+}
+
+/* The agent's ranks that were never reported ended count as killed: its end (or its host's) took them. */
+static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
+{
+    int ai = (int)(a - L->agents->a), *list = malloc(sizeof(int) * (size_t)L->job->np);
+    size_t n = 0;
+    for (int r = 0; list != NULL && r < L->job->np; r++)
+        if (L->job->ranks[r].agent == ai && L->job->ranks[r].running) list[n++] = r;
+    if (n == 0 || list == NULL) {
+        free(list);
+        return;
+    }
+    char ranks[200];
+    tp_format_ranks(list, n, ranks, sizeof(ranks));
+    int first = L->first_failure < 0 && !L->timed_out && !L->launch_failed;
+    if (first) {
+        tprun_say("host %s: the agent's connection ended before rank%s %s there ended%s%s; they count as killed",
+                  a->name, n > 1 ? "s" : "", ranks, a->error[0] ? " (last message: " : "", a->error[0] ? a->error : "");
+        L->host_lost = 1;
+    } else {
+        tprun_say("host %s: no report from the agent; rank%s %s there count%s as ended", a->name, n > 1 ? "s" : "",
+                  ranks, n > 1 ? "" : "s");
+    }
+    for (size_t i = 0; i < n; i++) {
+        a->running--;
+        L->job->ranks[list[i]].ended_by = first ? 0 : SIGKILL;
+        tprun_loop_rank_ended(L, list[i], SIGKILL); /* a wait status "killed by SIGKILL" */
+    }
+    free(list);
+}
+
+void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
+{
+    tprun_agents_t *A = L->agents;
+    int ai = (int)(id / 2);
+    if (ai >= A->n) return;
+    tprun_agent_t *a = &A->a[ai];
+    tprun_prefix_t none = {"", 0};
+    agents_loop = L;
+    if (id % 2) {
+        if (a->err.fd >= 0 && tprun_stream_pump(&a->err, &none) == 0) {
+            tprun_loop_epoll_del(L, a->err.fd);
+            tprun_stream_close(&a->err, &none);
+        }
+        return;
+    }
+    a->out.on_line = on_agent_line;
+    a->out.ctx = a;
+    if (a->out.fd < 0 || tprun_stream_pump(&a->out, &none) != 0) return;
+    tprun_loop_epoll_del(L, a->out.fd);
+    tprun_stream_close(&a->out, &none);
+    if (a->err.fd >= 0) {
+        tprun_loop_epoll_del(L, a->err.fd);
+        tprun_stream_drain(&a->err, &none);
+    }
+    tprun_agent_close_input(a);
+    a->state = AGENT_GONE;
+    if (!a->said_bye) agent_lost(L, a);
+}
+
+void tprun_agents_signal(tprun_agents_t *A, int sig)
+{
+    char line[32];
+    snprintf(line, sizeof(line), "k %d\n", sig);
+    for (int i = 0; i < A->n; i++)
+        if (A->a[i].running > 0 && A->a[i].state == AGENT_RUNNING) tprun_agent_send(&A->a[i], line);
+}
+
+int tprun_agents_reaped(tprun_loop_t *L, pid_t pid, int wstatus)
+{
+    for (int i = 0; i < L->agents->n; i++) {
+        tprun_agent_t *a = &L->agents->a[i];
+        if (a->pid != pid) continue;
+        a->pid = 0;
+        a->wstatus = wstatus;
+        tprun_keeper_tell(&L->job->keeper, 'R', pid);
+        return 1;
+    }
+    return 0;
+}
+
+void tprun_agents_cut_off(tprun_loop_t *L)
+{
+    for (int i = 0; i < L->agents->n; i++) {
+        tprun_agent_t *a = &L->agents->a[i];
+        if (a->running <= 0 || a->state != AGENT_RUNNING) continue;
+        tprun_say("host %s: the agent has not answered since the SIGKILL was sent; ending its ssh connection",
+                  a->name);
+        if (a->pid > 0) kill(-a->pid, SIGKILL);
+        /* Its channel's end follows and counts the ranks; without a process left, count them now. */
+        if (a->pid <= 0) {
+            a->state = AGENT_GONE;
+            agent_lost(L, a);
+        }
+    }
+}
+
+void tprun_agents_finish(tprun_loop_t *L)
+{
+    tprun_agents_t *A = L->agents;
+    if (A == NULL) return;
+    tprun_prefix_t none = {"", 0};
+    for (int i = 0; i < A->n; i++) {
+        tprun_agent_t *a = &A->a[i];
+        if (a->out.fd >= 0) tprun_loop_epoll_del(L, a->out.fd);
+        if (a->err.fd >= 0) tprun_loop_epoll_del(L, a->err.fd);
+        a->out.on_line = NULL;
+        tprun_stream_free(&a->out);
+    }
+    tprun_agents_abort(L, L->plan->grace_s > 0 ? L->plan->grace_s : 1);
+    for (int i = 0; i < A->n; i++) {
+        tprun_agent_t *a = &A->a[i];
+        if (a->err.fd >= 0) tprun_stream_drain(&a->err, &none);
+        tprun_stream_free(&a->err);
+        free(a->pending);
+    }
+    free(A->a);
+    A->a = NULL;
+    A->n = 0;
+}
