@@ -5,6 +5,6 @@ examples_tp_mlp_LDADD = libtp.la
 examples_tp_mlp_LDFLAGS = -no-install
 # tp-bench: p50 / p90 tables of the collectives (tprun -n N tp-bench); examples/bench/ compares it with MPI.
 bin_PROGRAMS += tp-bench
-tp_bench_SOURCES = examples/tp_bench.c
+tp_bench_SOURCES = examples/tp_bench.c examples/bench/bench_schedule.h
 tp_bench_LDADD = libtp.la
 EXTRA_DIST += examples/bench/coll_bench.sh examples/bench/mpi_coll_bench.c

@@ -10,28 +10,15 @@
 
 #include <tp.h>
 
+#include "bench/bench_schedule.h"
+
 enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_SENDRECV, OP_ALL_TO_ALL, OP_COUNT };
-static const char *const op_names[] = {"allreduce", "allgather", "reduce_scatter", "bcast", "sendrecv", "alltoall"};
 
 static double now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int iterations_for(size_t bytes)
-{
-    if (bytes <= ((size_t)1 << 20)) return 500;
-    if (bytes <= ((size_t)4 << 20)) return 100;
-    if (bytes <= ((size_t)16 << 20)) return 20;
-    return 10;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* One call of op on bytes per rank (f32 elements; sendrecv with rank ^ 1, or itself). */

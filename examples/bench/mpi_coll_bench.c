@@ -4,21 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[] = {"allreduce", "allgather", "reduce_scatter", "bcast", "sendrecv", "alltoall"};
-
-static int iterations_for(size_t bytes)
-{
-    if (bytes <= ((size_t)1 << 20)) return 500;
-    if (bytes <= ((size_t)4 << 20)) return 100;
-    if (bytes <= ((size_t)16 << 20)) return 20;
-    return 10;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_schedule.h"
 
 static void one_call(int op, float *send, float *recv, size_t bytes, int me, int n)
 {
