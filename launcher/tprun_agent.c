@@ -14,11 +14,14 @@
 #include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
+#include "tprun_agent_pmix.h"
 #include "tprun_exit.h"
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
 
 #define ID_CHANNEL 0xfffffff1u
+#define ID_SIGNALS 0xfffffff0u
+#define ID_PMIX_EVENTS 0xfffffff2u
 
 typedef struct agent {
     tprun_plan_t plan;
@@ -103,7 +106,7 @@ static int apply_plan(agent_t *A, char *text)
 {
     tprun_plan_t *P = &A->plan;
     tprun_job_t *J = &A->job;
-    int *ids = NULL, nids = 0, saw_hello = 0;
+    int *ids = NULL, nids = 0, saw_hello = 0, pmix_line;
     char *wdir = NULL;
     P->torch_env = 1;
     for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
@@ -151,6 +154,8 @@ static int apply_plan(agent_t *A, char *text)
             if (eq == NULL) return refuse("bad variable in the plan");
             *eq = '\0';
             setenv(v, eq + 1, 1);
+        } else if ((pmix_line = tprun_agent_pmix_plan(line, v)) != 0) { /* PMIx hook */
+            if (pmix_line < 0) return refuse("out of memory");
         } else if (strcmp(line, "end") != 0) {
             return refuse("unknown plan line \"%.60s\"", line);
         }
@@ -211,6 +216,7 @@ static void on_command(void *ctx, char *line, size_t len)
         A->go = 1;
     } else if (sscanf(line, "k %d", &sig) == 1 && sig > 0 && sig < 65) {
         kill_all(A, sig);
+    } else if (tprun_agent_pmix_command(line)) { /* PMIx hook */
     } else {
         tp_log(TP_LOG_WARN, "agent", "unexpected command from tprun: \"%.100s\"", line);
     }
@@ -255,6 +261,14 @@ static void reap(agent_t *A)
     }
 }
 
+/* Before the PMIx server's events: the ranks already dying are reported first. */
+static void reap_dying(void *ctx)
+{
+    agent_t *A = ctx;
+    tprun_wait_exiting(&A->job);
+    reap(A);
+}
+
 static int start_ranks(agent_t *A)
 {
     tprun_job_t *J = &A->job;
@@ -264,7 +278,7 @@ static int start_ranks(agent_t *A)
         snprintf(J->boot_ip, sizeof(J->boot_ip), "%.*s", (int)(colon - A->boot_addr), A->boot_addr);
         J->boot_port = atoi(colon + 1);
     }
-    if (tprun_job_build_envs(J, environ) != TP_OK) return -1;
+    if (tprun_job_build_envs(J, environ) != TP_OK || tprun_agent_pmix_envs(J) != TP_OK) return -1;
     for (int i = 0; i < J->np; i++) {
         tprun_rank_t *r = &J->ranks[i];
         if (tprun_rank_start(J, i) != TP_OK) return -1;
@@ -297,7 +311,9 @@ static void loop(agent_t *A)
                            A->job.host);
                     kill_all(A, SIGKILL);
                 }
-            } else if (id == 0xfffffff0u) {
+            } else if (id == ID_PMIX_EVENTS) {
+                tprun_agent_pmix_on_ready(reap_dying, A); /* PMIx hook: fences, data requests, aborts to tprun */
+            } else if (id == ID_SIGNALS) {
                 struct signalfd_siginfo si;
                 while (read(A->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
                     if (si.ssi_signo != SIGCHLD) A->lost = 1; /* SIGTERM or SIGHUP to the agent: end the ranks */
@@ -315,7 +331,7 @@ static void loop(agent_t *A)
     }
 }
 
-int tprun_agent_main(void)
+static int agent_run(void)
 {
     agent_t *A = &G;
     memset(A, 0, sizeof(*A));
@@ -352,12 +368,20 @@ int tprun_agent_main(void)
     A->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
     A->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (A->sigfd < 0 || A->epfd < 0) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
+    char err[1024];
+    if (tprun_agent_pmix_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* PMIx hook */
     if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
     tprun_oom_init();
     A->oom_base = tprun_oom_count();
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
+        tprun_agent_pmix_stop();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot prepare the ranks (see the message above)");
+    }
+    if (tprun_agent_pmix_start(&A->job, err, sizeof(err)) != TP_OK) { /* PMIx hook */
+        tprun_agent_pmix_stop();
+        tprun_keeper_finish(&A->job.keeper);
+        return refuse("%s", err);
     }
     for (int i = 0; i < A->job.np; i++) {
         int id = A->job.ranks[i].id;
@@ -370,8 +394,12 @@ int tprun_agent_main(void)
     A->channel.ctx = A;
     struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
     epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e);
-    e.data.u32 = 0xfffffff0u;
+    e.data.u32 = ID_SIGNALS;
     epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
+    if (tprun_agent_pmix_fd() >= 0) {
+        e.data.u32 = ID_PMIX_EVENTS;
+        epoll_ctl(A->epfd, EPOLL_CTL_ADD, tprun_agent_pmix_fd(), &e);
+    }
     send_line("ready %s %d %s", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip);
     /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
     char *nl;
@@ -394,10 +422,19 @@ int tprun_agent_main(void)
             }
             rank_done(A, i, wst);
         }
+        tprun_agent_pmix_stop();
         tprun_keeper_finish(&A->job.keeper);
         return 1;
     }
     send_line("bye");
+    tprun_agent_pmix_stop();
     tprun_keeper_finish(&A->job.keeper);
     return 0;
+}
+
+int tprun_agent_main(void)
+{
+    int status = agent_run();
+    tprun_agent_pmix_stop(); /* a refusal after the PMIx tmpdir was made leaves nothing behind */
+    return status;
 }

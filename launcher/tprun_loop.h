@@ -7,7 +7,7 @@
 #include "tprun_spawn.h"
 
 /* epoll ids beyond the ranks' streams (rank r's stdout is 2r, its stderr 2r+1); agent a's channel is
- * ID_AGENT_BASE + 2a, its stderr ID_AGENT_BASE + 2a + 1. */
+ * ID_AGENT_BASE + 3a, its stderr ID_AGENT_BASE + 3a + 1, its input (when waiting for room) + 3a + 2. */
 #define ID_AGENT_BASE 0x80000000u
 #define ID_SIGNALS    0xfffffff0u
 #define ID_STDIN_IN   0xfffffff1u
@@ -44,6 +44,8 @@ double tprun_now_s(void);
 void tprun_loop_epoll_del(tprun_loop_t *L, int fd);
 /* A rank (local or remote) ended with a wait status: the failure rules, teardown and its output. */
 void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus);
+/* Reaps every local rank that has ended (causes before consequences). */
+void tprun_loop_reap(tprun_loop_t *L);
 /* The teardown: SIGTERM now (through the agents for remote ranks), SIGKILL after the grace. */
 void tprun_loop_teardown(tprun_loop_t *L);
 

@@ -173,6 +173,7 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     rank->running = 0;
     rank->wstatus = wstatus;
     L->running--;
+    if (L->plan->pmix) tprun_pmix_rank_ended(L, r); /* PMIx hook: no fence waits on it any more */
     if (rank->agent < 0) tprun_keeper_tell(&job->keeper, 'R', rank->pid);
     if (r == job->stdin_index) stdin_stop(L);
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(job);
@@ -293,6 +294,8 @@ static void reap(tprun_loop_t *L)
                 rank_ended(L, batch[i].rank, batch[i].wstatus);
             }
 }
+
+void tprun_loop_reap(tprun_loop_t *L) { reap(L); }
 
 static void on_signals(tprun_loop_t *L)
 {
@@ -493,6 +496,11 @@ static int run_job(const tprun_plan_t *plan, const char *host)
             L.exit_status = TPRUN_EXIT_LAUNCH;
             teardown(&L);
         }
+    }
+    if (!L.launch_failed && plan->pmix && tprun_pmix_envs(&L) != TP_OK) { /* PMIx hook */
+        L.launch_failed = 1;
+        L.exit_status = TPRUN_EXIT_LAUNCH;
+        teardown(&L);
     }
     if (!L.launch_failed) start_ranks(&L);
     if (job.stdin_tty && L.started > 0) {

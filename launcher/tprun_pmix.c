@@ -44,152 +44,34 @@ tp_status_t tprun_pmix_tmpdir_create(void)
 
 #ifdef HAVE_PMIX
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <time.h>
 
-#include <pmix.h>
-#include <pmix_server.h>
-
 #include "runtime_dl.h"
+#include "tprun_pmix_lib.h"
 
 /* libpmix is loaded only by tprun --pmix: a plain tprun starts as fast as before and needs no libpmix. */
-#define PMIX_SYMBOLS(X)                                                                                          \
-    X(PMIx_server_init) X(PMIx_server_finalize) X(PMIx_server_register_nspace) X(PMIx_server_register_client)  \
-        X(PMIx_server_setup_fork) X(PMIx_generate_regex) X(PMIx_generate_ppn) X(PMIx_Notify_event)             \
-            X(PMIx_Error_string) X(PMIx_Info_load) X(PMIx_Value_destruct)
-#define PMIX_FIELD(name) __typeof__(name) *p_##name;
-#define PMIX_NAME(name) #name,
-static struct {
-    void *handle;
-    PMIX_SYMBOLS(PMIX_FIELD)
-} lib;
-static const char *const lib_names[] = {PMIX_SYMBOLS(PMIX_NAME)};
-/* From here on, every PMIx call (the header's macros included) goes through the loaded table. */
-#define PMIx_server_init (*lib.p_PMIx_server_init)
-#define PMIx_server_finalize (*lib.p_PMIx_server_finalize)
-#define PMIx_server_register_nspace (*lib.p_PMIx_server_register_nspace)
-#define PMIx_server_register_client (*lib.p_PMIx_server_register_client)
-#define PMIx_server_setup_fork (*lib.p_PMIx_server_setup_fork)
-#define PMIx_generate_regex (*lib.p_PMIx_generate_regex)
-#define PMIx_generate_ppn (*lib.p_PMIx_generate_ppn)
-#define PMIx_Notify_event (*lib.p_PMIx_Notify_event)
-#define PMIx_Error_string (*lib.p_PMIx_Error_string)
-#define PMIx_Info_load (*lib.p_PMIx_Info_load)
-#define PMIx_Value_destruct (*lib.p_PMIx_Value_destruct)
+tprun_pmix_lib_t tprun_pmix_lib;
+tprun_pmix_server_t tprun_pmix_srv;
+#define TPRUN_PMIX_NAME(name) #name,
+static const char *const lib_names[] = {TPRUN_PMIX_SYMBOLS(TPRUN_PMIX_NAME)};
+
+/* Per local rank, two arrays: what PMIx_server_setup_fork added, and the environment built from it. */
+static char ***env_mem;
+static int env_count;
 
 tp_status_t tprun_pmix_load(char *err, size_t err_len)
 {
     char why[512];
-    if (lib.handle != NULL) return TP_OK;
-    lib.handle = tp_dl_open("libpmix.so.2", TP_PMIX_LIBDIR, lib_names, (void **)&lib.p_PMIx_server_init,
-                            sizeof(lib_names) / sizeof(lib_names[0]), "PMIx 4", why, sizeof(why));
-    if (lib.handle == NULL) {
+    if (tprun_pmix_lib.handle != NULL) return TP_OK;
+    tprun_pmix_lib.handle = tp_dl_open("libpmix.so.2", TP_PMIX_LIBDIR, lib_names,
+                                       (void **)&tprun_pmix_lib.p_PMIx_server_init,
+                                       sizeof(lib_names) / sizeof(lib_names[0]), "PMIx 4", why, sizeof(why));
+    if (tprun_pmix_lib.handle == NULL) {
         snprintf(err, err_len, "--pmix: cannot load libpmix.so.2: %s (install libpmix2, or set LD_LIBRARY_PATH to "
                  "its directory)", why);
         return TP_ERR_UNSUPPORTED;
     }
     return TP_OK;
-}
-
-/* Events from PMIx's progress thread: a small queue under a lock, and an eventfd the loop polls. */
-#define QUEUE_LEN 64
-static struct {
-    int up;          /* PMIx_server_init succeeded */
-    int pollfd;      /* an epoll over evfd and timerfd, itself polled by tprun's loop */
-    int evfd;
-    int timerfd;
-    pmix_nspace_t nspace;
-    int world_size;
-    char ***env_mem; /* per local rank, two arrays: what PMIx_server_setup_fork added, and the environment */
-    int env_count;
-    pmix_info_t notify_info[2];
-    pthread_mutex_t lock;
-    tprun_pmix_event_t queue[QUEUE_LEN];
-    int head, count;
-} srv = {.pollfd = -1, .evfd = -1, .timerfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void post(const tprun_pmix_event_t *ev)
-{
-    pthread_mutex_lock(&srv.lock);
-    if (srv.count < QUEUE_LEN) srv.queue[(srv.head + srv.count++) % QUEUE_LEN] = *ev;
-    pthread_mutex_unlock(&srv.lock);
-    uint64_t one = 1;
-    ssize_t n = write(srv.evfd, &one, sizeof(one));
-    (void)n;
-}
-
-int tprun_pmix_next_event(tprun_pmix_event_t *ev)
-{
-    uint64_t v;
-    ssize_t n = read(srv.evfd, &v, sizeof(v));
-    (void)n;
-    pthread_mutex_lock(&srv.lock);
-    int got = srv.count > 0;
-    if (got) {
-        *ev = srv.queue[srv.head];
-        srv.head = (srv.head + 1) % QUEUE_LEN;
-        srv.count--;
-    }
-    pthread_mutex_unlock(&srv.lock);
-    return got;
-}
-
-int tprun_pmix_event_fd(void) { return srv.pollfd; }
-
-void tprun_pmix_timer_arm(double seconds)
-{
-    struct itimerspec t = {{0, 0}, {0, 0}};
-    if (seconds > 0) {
-        t.it_value.tv_sec = (time_t)seconds;
-        t.it_value.tv_nsec = (long)((seconds - (double)t.it_value.tv_sec) * 1e9);
-        if (t.it_value.tv_sec == 0 && t.it_value.tv_nsec == 0) t.it_value.tv_nsec = 1;
-    }
-    timerfd_settime(srv.timerfd, 0, &t, NULL);
-}
-
-int tprun_pmix_timer_fired(void)
-{
-    uint64_t v;
-    return srv.timerfd >= 0 && read(srv.timerfd, &v, sizeof(v)) == (ssize_t)sizeof(v);
-}
-
-/* ---- Upcalls: they run on PMIx's progress thread and only post events. ---- */
-
-static pmix_status_t on_abort(const pmix_proc_t *proc, void *server_object, int status, const char msg[],
-                              pmix_proc_t procs[], size_t nprocs, pmix_op_cbfunc_t cbfunc, void *cbdata)
-{
-    (void)server_object, (void)procs, (void)nprocs, (void)cbfunc, (void)cbdata;
-    tprun_pmix_event_t ev = {.kind = TPRUN_PMIX_ABORT, .rank = (int)proc->rank, .status = status};
-    snprintf(ev.msg, sizeof(ev.msg), "%s", msg != NULL ? msg : "");
-    post(&ev);
-    return PMIX_OPERATION_SUCCEEDED; /* the caller's PMIx_Abort returns; tprun ends the job */
-}
-
-/* Every participant is on this host, so the data PMIx collected here is all there is: hand it back. */
-static pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[], size_t ninfo,
-                              char *data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void *cbdata)
-{
-    (void)procs, (void)info, (void)ninfo;
-    tp_log(TP_LOG_DEBUG, "pmix", "fence_nb: %zu participant entries, %zu bytes collected here", nprocs, ndata);
-    if (cbfunc != NULL) cbfunc(PMIX_SUCCESS, data, ndata, cbdata, NULL, NULL);
-    return PMIX_SUCCESS;
-}
-
-/* Single host: PMIx finds every rank's data locally and never needs another host's. */
-static pmix_status_t on_dmodex(const pmix_proc_t *proc, const pmix_info_t info[], size_t ninfo,
-                               pmix_modex_cbfunc_t cbfunc, void *cbdata)
-{
-    (void)proc, (void)info, (void)ninfo, (void)cbfunc, (void)cbdata;
-    return PMIX_ERR_NOT_FOUND;
-}
-
-static void notified(pmix_status_t status, void *cbdata)
-{
-    (void)status, (void)cbdata;
-    tprun_pmix_event_t ev = {.kind = TPRUN_PMIX_NOTIFIED, .rank = -1};
-    post(&ev);
 }
 
 /* ---- Registration: blocking calls made from the main thread, waited on with a bound. ---- */
@@ -294,7 +176,7 @@ static tp_status_t register_job(const tprun_pmix_job_t *job)
     PMIX_INFO_LOAD(&info[n++], PMIX_APPLDR, &appldr, PMIX_PROC_RANK);
     PMIX_INFO_LOAD(&info[n++], PMIX_JOBID, job->nspace, PMIX_STRING);
     waiter_t w = WAITER_INIT;
-    rc = op_wait(&w, PMIx_server_register_nspace(srv.nspace, (int)nlocal, info, n, op_done, &w));
+    rc = op_wait(&w, PMIx_server_register_nspace(tprun_pmix_srv.nspace, (int)nlocal, info, n, op_done, &w));
     for (size_t i = 0; i < n; i++) PMIX_INFO_DESTRUCT(&info[i]);
     if (rc != PMIX_SUCCESS) {
         tp_log(TP_LOG_ERROR, "pmix", "--pmix: PMIx_server_register_nspace(%s) failed: %s", job->nspace,
@@ -306,7 +188,7 @@ static tp_status_t register_job(const tprun_pmix_job_t *job)
     for (int r = 0; r < job->world_size && st == TP_OK; r++) {
         if (rank_host(job, r) != job->this_host) continue;
         pmix_proc_t proc;
-        PMIX_LOAD_PROCID(&proc, srv.nspace, (pmix_rank_t)r);
+        PMIX_LOAD_PROCID(&proc, tprun_pmix_srv.nspace, (pmix_rank_t)r);
         waiter_t wc = WAITER_INIT;
         rc = op_wait(&wc, PMIx_server_register_client(&proc, geteuid(), getegid(), NULL, op_done, &wc));
         if (rc != PMIX_SUCCESS) {
@@ -326,33 +208,28 @@ out:
 
 tp_status_t tprun_pmix_server_start(const tprun_pmix_job_t *job)
 {
-    if (lib.handle == NULL || tmpdir[0] == '\0') return TP_ERR_INVALID;
-    srv.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    srv.timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    srv.pollfd = epoll_create1(EPOLL_CLOEXEC);
-    if (srv.evfd < 0 || srv.timerfd < 0 || srv.pollfd < 0) {
+    if (tprun_pmix_lib.handle == NULL || tmpdir[0] == '\0') return TP_ERR_INVALID;
+    if (tprun_pmix_ops_open() != 0) {
         tp_log(TP_LOG_ERROR, "pmix", "--pmix: cannot create the server's event fds: %s", strerror(errno));
         return TP_ERR_SYSTEM;
     }
-    struct epoll_event e = {.events = EPOLLIN};
-    epoll_ctl(srv.pollfd, EPOLL_CTL_ADD, srv.evfd, &e);
-    epoll_ctl(srv.pollfd, EPOLL_CTL_ADD, srv.timerfd, &e);
-    PMIX_LOAD_NSPACE(srv.nspace, job->nspace);
-    srv.world_size = job->world_size;
+    PMIX_LOAD_NSPACE(tprun_pmix_srv.nspace, job->nspace);
+    tprun_pmix_srv.world_size = job->world_size;
     /* The hash store: no shared-memory segments to leave behind, and a faster PMIx_Init in the ranks. */
     setenv("PMIX_MCA_gds", "hash", 0);
-    static pmix_server_module_t module = {.abort = on_abort, .fence_nb = on_fence, .direct_modex = on_dmodex};
+    /* Every fence goes through the host, which answers single-host ones at once: one path whatever the job. */
+    setenv("PMIX_MCA_pmix_server_fence_localonly_opt", "0", 0);
     pmix_info_t info[2];
     PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TMPDIR, tmpdir, PMIX_STRING);
     PMIX_INFO_LOAD(&info[1], PMIX_SYSTEM_TMPDIR, tmpdir, PMIX_STRING);
-    pmix_status_t rc = PMIx_server_init(&module, info, 2);
+    pmix_status_t rc = PMIx_server_init(&tprun_pmix_module, info, 2);
     PMIX_INFO_DESTRUCT(&info[0]);
     PMIX_INFO_DESTRUCT(&info[1]);
     if (rc != PMIX_SUCCESS) {
         tp_log(TP_LOG_ERROR, "pmix", "--pmix: PMIx_server_init failed: %s", PMIx_Error_string(rc));
         return TP_ERR_SYSTEM;
     }
-    srv.up = 1;
+    tprun_pmix_srv.up = 1;
     return register_job(job);
 }
 
@@ -365,7 +242,7 @@ static int stale_pmix_var(const char *entry)
 tp_status_t tprun_pmix_rank_env(int rank, char *const *base, char ***out)
 {
     pmix_proc_t proc;
-    PMIX_LOAD_PROCID(&proc, srv.nspace, (pmix_rank_t)rank);
+    PMIX_LOAD_PROCID(&proc, tprun_pmix_srv.nspace, (pmix_rank_t)rank);
     char **add = NULL;
     pmix_status_t rc = PMIx_server_setup_fork(&proc, &add);
     if (rc != PMIX_SUCCESS) {
@@ -373,9 +250,9 @@ tp_status_t tprun_pmix_rank_env(int rank, char *const *base, char ***out)
                PMIx_Error_string(rc));
         return TP_ERR_SYSTEM;
     }
-    char ***mem = realloc(srv.env_mem, (size_t)(srv.env_count + 1) * 2 * sizeof(*mem));
+    char ***mem = realloc(env_mem, (size_t)(env_count + 1) * 2 * sizeof(*mem));
     if (mem == NULL) return TP_ERR_NO_MEMORY;
-    srv.env_mem = mem;
+    env_mem = mem;
     size_t nbase = 0, nadd = 0;
     for (char *const *e = base; e != NULL && *e != NULL; e++) nbase++;
     for (char **e = add; e != NULL && *e != NULL; e++) nadd++;
@@ -386,51 +263,26 @@ tp_status_t tprun_pmix_rank_env(int rank, char *const *base, char ***out)
         if (!stale_pmix_var(base[i])) env[k++] = base[i];
     for (size_t i = 0; i < nadd; i++) env[k++] = add[i];
     env[k] = NULL;
-    srv.env_mem[srv.env_count * 2] = add;
-    srv.env_mem[srv.env_count * 2 + 1] = env;
-    srv.env_count++;
+    env_mem[env_count * 2] = add;
+    env_mem[env_count * 2 + 1] = env;
+    env_count++;
     *out = env;
     return TP_OK;
 }
 
-tp_status_t tprun_pmix_notify_aborted(int rank)
-{
-    if (!srv.up) return TP_ERR_INVALID;
-    pmix_proc_t affected, source;
-    bool yes = true;
-    PMIX_LOAD_PROCID(&affected, srv.nspace, (pmix_rank_t)rank);
-    PMIX_LOAD_PROCID(&source, srv.nspace, (pmix_rank_t)rank);
-    /* The info must live until PMIx calls back: it is the server's, not the stack's. */
-    PMIX_INFO_LOAD(&srv.notify_info[0], PMIX_EVENT_AFFECTED_PROC, &affected, PMIX_PROC);
-    PMIX_INFO_LOAD(&srv.notify_info[1], PMIX_EVENT_NON_DEFAULT, &yes, PMIX_BOOL);
-    pmix_status_t rc = PMIx_Notify_event(PMIX_ERR_PROC_ABORTED, &source, PMIX_RANGE_NAMESPACE, srv.notify_info, 2,
-                                         notified, NULL);
-    if (rc == PMIX_SUCCESS) return TP_OK;
-    if (rc == PMIX_OPERATION_SUCCEEDED) {
-        notified(PMIX_SUCCESS, NULL);
-        return TP_OK;
-    }
-    tp_log(TP_LOG_WARN, "pmix", "PMIx_Notify_event(PROC-ABORTED, rank %d) failed: %s", rank, PMIx_Error_string(rc));
-    return TP_ERR_SYSTEM;
-}
-
 void tprun_pmix_server_stop(void)
 {
-    if (srv.up) PMIx_server_finalize();
-    srv.up = 0;
-    for (int i = 0; i < srv.env_count; i++) {
-        for (char **e = srv.env_mem[2 * i]; e != NULL && *e != NULL; e++) free(*e);
-        free(srv.env_mem[2 * i]);
-        free(srv.env_mem[2 * i + 1]);
+    if (tprun_pmix_srv.up) PMIx_server_finalize();
+    tprun_pmix_srv.up = 0;
+    for (int i = 0; i < env_count; i++) {
+        for (char **e = env_mem[2 * i]; e != NULL && *e != NULL; e++) free(*e);
+        free(env_mem[2 * i]);
+        free(env_mem[2 * i + 1]);
     }
-    free(srv.env_mem);
-    srv.env_mem = NULL;
-    srv.env_count = 0;
-    int *fds[] = {&srv.pollfd, &srv.evfd, &srv.timerfd};
-    for (size_t i = 0; i < 3; i++) {
-        if (*fds[i] >= 0) close(*fds[i]);
-        *fds[i] = -1;
-    }
+    free(env_mem);
+    env_mem = NULL;
+    env_count = 0;
+    tprun_pmix_ops_close();
     tmpdir_remove();
 }
 
@@ -447,11 +299,6 @@ tp_status_t tprun_pmix_rank_env(int rank, char *const *base, char ***out)
 {
     return (void)rank, (void)base, (void)out, TP_ERR_UNSUPPORTED;
 }
-int tprun_pmix_event_fd(void) { return -1; }
-int tprun_pmix_next_event(tprun_pmix_event_t *ev) { return (void)ev, 0; }
-tp_status_t tprun_pmix_notify_aborted(int rank) { return (void)rank, TP_ERR_UNSUPPORTED; }
-void tprun_pmix_timer_arm(double seconds) { (void)seconds; }
-int tprun_pmix_timer_fired(void) { return 0; }
 void tprun_pmix_server_stop(void) { tmpdir_remove(); }
 
 #endif

@@ -18,6 +18,7 @@
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
+#include "tprun_pmix.h"
 
 extern char **environ;
 
@@ -26,31 +27,6 @@ double tprun_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void tprun_wire_escape(const char *in, char *out)
-{
-    for (; *in != '\0'; in++) {
-        unsigned char c = (unsigned char)*in;
-        if (c == '%' || c == '\n' || c == '\r') out += sprintf(out, "%%%02X", c);
-        else *out++ = (char)c;
-    }
-    *out = '\0';
-}
-
-void tprun_wire_unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r != '\0'; r++) {
-        unsigned v;
-        if (r[0] == '%' && r[1] != '\0' && r[2] != '\0' && sscanf(r + 1, "%2x", &v) == 1) {
-            *w++ = (char)v;
-            r += 2;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
 }
 
 /* ---- plan and placement ---- */
@@ -152,6 +128,13 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
         ok = plan_add(&buf, &len, &cap, "rank", num) == 0;
     }
     for (char **arg = plan->argv; ok && *arg != NULL; arg++) ok = plan_add(&buf, &len, &cap, "arg", *arg) == 0;
+    if (ok && plan->pmix) { /* PMIx hook: the agent hosts a server for its ranks */
+        char *hosts = NULL, *map = NULL;
+        ok = tprun_pmix_describe(&hosts, &map) == TP_OK && plan_add(&buf, &len, &cap, "pmix", "1") == 0 &&
+             plan_add(&buf, &len, &cap, "pmixhosts", hosts) == 0 && plan_add(&buf, &len, &cap, "pmixmap", map) == 0;
+        free(hosts);
+        free(map);
+    }
     /* The user's TP_* settings must match on every rank; -x variables travel (a later one wins there too). */
     for (char **ep = environ; ok && *ep != NULL; ep++) {
         const char *eq = strchr(*ep, '=');
@@ -261,13 +244,18 @@ err_pipes:
     return TP_ERR_SYSTEM;
 }
 
-/* Writes what is pending of the plan; 1 when all of it went. */
+/* Writes what is pending (the plan, then messages); 1 when all of it went. */
 static int agent_flush(tprun_agent_t *a)
 {
     while (a->pending != NULL && a->pending_off < a->pending_len) {
         ssize_t n = write(a->to_fd, a->pending + a->pending_off, a->pending_len - a->pending_off);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return 0; /* EAGAIN: later; EPIPE: the channel's end tells why */
+        if (n < 0 && errno == EAGAIN) return 0;
+        if (n < 0) {
+            /* EPIPE: the agent is gone; the channel's end says why. */
+            tp_log(TP_LOG_DEBUG, "ssh", "host %s: cannot write to the agent: %s", a->name, strerror(errno));
+            break;
+        }
         a->pending_off += (size_t)n;
     }
     free(a->pending);
@@ -275,29 +263,43 @@ static int agent_flush(tprun_agent_t *a)
     return 1;
 }
 
-/* Sends one command line; a full or closed channel loses it (its end is noticed on the other side). */
+/* The loop's epoll, once the agents run: a channel that is full is written when it drains. */
+static int agents_epfd = -1;
+
+/* Queues one message line and writes what the channel takes now; the rest goes when it is writable. */
 void tprun_agent_send(tprun_agent_t *a, const char *line)
 {
     if (a->to_fd < 0) return;
-    size_t len = strlen(line), off = 0;
-    while (off < len) {
-        ssize_t n = write(a->to_fd, line + off, len - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) {
-            struct pollfd p = {a->to_fd, POLLOUT, 0};
-            if (poll(&p, 1, 100) == 1) continue;
-        }
-        if (n <= 0) {
-            tp_log(TP_LOG_WARN, "ssh", "host %s: cannot send \"%.*s\" to the agent: %s", a->name, (int)len - 1, line,
-                   n < 0 ? strerror(errno) : "closed");
-            return;
-        }
-        off += (size_t)n;
+    size_t len = strlen(line);
+    size_t held = a->pending != NULL ? a->pending_len - a->pending_off : 0;
+    char *grown = realloc(held > 0 ? a->pending : NULL, held + len);
+    if (grown == NULL) {
+        tp_log(TP_LOG_ERROR, "ssh", "host %s: out of memory queueing a message; ending its connection", a->name);
+        tprun_agent_close_input(a);
+        return;
     }
+    if (held > 0 && a->pending_off > 0) memmove(grown, grown + a->pending_off, held);
+    else if (held == 0) free(a->pending);
+    memcpy(grown + held, line, len);
+    a->pending = grown;
+    a->pending_len = held + len;
+    a->pending_off = 0;
+    if (agent_flush(a) || a->to_fd < 0 || a->writable_wanted || agents_epfd < 0) return;
+    struct epoll_event e = {.events = EPOLLOUT, .data.u32 = a->epoll_id + 2};
+    if (epoll_ctl(agents_epfd, EPOLL_CTL_ADD, a->to_fd, &e) == 0) a->writable_wanted = 1;
+}
+
+void tprun_agent_writable(tprun_agent_t *a)
+{
+    if (!agent_flush(a) && a->to_fd >= 0) return;
+    if (a->writable_wanted && a->to_fd >= 0) epoll_ctl(agents_epfd, EPOLL_CTL_DEL, a->to_fd, NULL);
+    a->writable_wanted = 0;
 }
 
 void tprun_agent_close_input(tprun_agent_t *a)
 {
+    if (a->to_fd >= 0 && a->writable_wanted) epoll_ctl(agents_epfd, EPOLL_CTL_DEL, a->to_fd, NULL);
+    a->writable_wanted = 0;
     if (a->to_fd >= 0) close(a->to_fd);
     a->to_fd = -1;
 }
@@ -498,16 +500,18 @@ int tprun_agents_launch(tprun_loop_t *L)
     char go[128];
     snprintf(go, sizeof(go), "go %s:%d\n", job->boot_ip, job->boot_port);
     tp_log(TP_LOG_DEBUG, "ssh", "every agent is ready; rank 0's bootstrap at %s:%d", job->boot_ip, job->boot_port);
+    agents_epfd = L->epfd;
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
         a->out.on_line = NULL; /* from now on on_agent_event parses the lines */
-        tprun_agent_send(a, go);
-        struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_AGENT_BASE + 2u * (uint32_t)i};
+        a->epoll_id = ID_AGENT_BASE + 3u * (uint32_t)i;
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = a->epoll_id};
         epoll_ctl(L->epfd, EPOLL_CTL_ADD, a->out.fd, &e);
         if (a->err.fd >= 0) {
-            e.data.u32 = ID_AGENT_BASE + 2u * (uint32_t)i + 1;
+            e.data.u32 = a->epoll_id + 1;
             epoll_ctl(L->epfd, EPOLL_CTL_ADD, a->err.fd, &e);
         }
+        tprun_agent_send(a, go);
     }
     for (int r = 0; r < job->np; r++) {
         if (job->ranks[r].agent < 0) continue;

@@ -2,9 +2,11 @@
 #ifndef TPRUN_REMOTE_H
 #define TPRUN_REMOTE_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "tprun_loop.h"
+#include "tprun_wire.h"
 
 /* ssh connections being set up at once: a bounded fan-out, not one host after another. */
 #define TPRUN_SSH_FANOUT 32
@@ -24,8 +26,10 @@ typedef struct tprun_agent {
     pid_t pid;          /* the ssh process, in its own process group; 0 once reaped */
     int wstatus;        /* ssh's wait status, once reaped */
     int to_fd;          /* ssh's stdin: the plan, then commands; -1 once closed */
-    char *pending;      /* bytes not yet written to to_fd (the plan) */
+    char *pending;      /* bytes not yet written to to_fd (the plan, then messages) */
     size_t pending_len, pending_off;
+    uint32_t epoll_id;   /* its channel's id in the loop's epoll; its stderr +1, its input writable +2 */
+    int writable_wanted; /* to_fd is in the epoll for EPOLLOUT: messages wait for room */
     tprun_stream_t out; /* ssh's stdout: the agent's messages, one per line */
     tprun_stream_t err; /* ssh's stderr: ssh's own messages and the agent's */
     double deadline;    /* the launch fails if the agent has not answered by then */
@@ -51,7 +55,7 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_
  * On a failure it names the host and ssh's message, ends every agent and returns tprun's exit status (non-zero).
  */
 int tprun_agents_launch(tprun_loop_t *L);
-/* One agent's channel or stderr is readable (id - ID_AGENT_BASE). */
+/* One agent's channel or stderr is readable, or its input writable (id - ID_AGENT_BASE). */
 void tprun_agents_on_event(tprun_loop_t *L, uint32_t id);
 /* Sends a signal to every running agent's ranks. */
 void tprun_agents_signal(tprun_agents_t *A, int sig);
@@ -68,12 +72,10 @@ int tprun_agent_main(void);
 /* Shared by tprun_remote.c (launch) and tprun_remote_run.c (run): queue a line on an agent's channel, close its
  * input (it then ends its ranks), and end every agent within the grace after a failure. */
 void tprun_agent_send(tprun_agent_t *a, const char *line);
+/* Its input has room again: writes what is queued. */
+void tprun_agent_writable(tprun_agent_t *a);
 void tprun_agent_close_input(tprun_agent_t *a);
 void tprun_agents_abort(tprun_loop_t *L, double grace);
 
-/* Escapes '%' and newlines as %XX so that a value fits one protocol line; out must hold 3 * strlen(in) + 1. */
-void tprun_wire_escape(const char *in, char *out);
-/* Undoes tprun_wire_escape in place. */
-void tprun_wire_unescape(char *s);
 
 #endif

@@ -18,6 +18,7 @@
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
+#include "tprun_pmix.h"
 
 /* ---- while the job runs ---- */
 
@@ -59,6 +60,8 @@ static void on_agent_line(void *ctx, char *line, size_t len)
         }
     } else if (strcmp(line, "bye") == 0) {
         a->said_bye = 1;
+    } else if (line[0] == 'p' && tprun_pmix_agent_line(L, (int)(a - L->agents->a), line)) {
+        /* PMIx hook: handled */
     } else {
         tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%.200s\"", a->name, line);
     }
@@ -97,12 +100,16 @@ static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
 void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
 {
     tprun_agents_t *A = L->agents;
-    int ai = (int)(id / 2);
+    int ai = (int)(id / 3);
     if (ai >= A->n) return;
     tprun_agent_t *a = &A->a[ai];
     tprun_prefix_t none = {"", 0};
     agents_loop = L;
-    if (id % 2) {
+    if (id % 3 == 2) {
+        tprun_agent_writable(a);
+        return;
+    }
+    if (id % 3 == 1) {
         if (a->err.fd >= 0 && tprun_stream_pump(&a->err, &none) == 0) {
             tprun_loop_epoll_del(L, a->err.fd);
             tprun_stream_close(&a->err, &none);
@@ -120,6 +127,7 @@ void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
     }
     tprun_agent_close_input(a);
     a->state = AGENT_GONE;
+    if (L->plan->pmix) tprun_pmix_agent_gone(L, ai); /* PMIx hook */
     if (!a->said_bye) agent_lost(L, a);
 }
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -296,6 +298,43 @@ err_pipe_out:
 err_pipe:
     tp_log(TP_LOG_ERROR, "spawn", "cannot start rank %d: pipe: %s", r, strerror(errno));
     return TP_ERR_SYSTEM;
+}
+
+/* PF_EXITING in /proc/PID/stat's flags: the process is inside exit(), its fds (its PMIx socket) maybe closed. */
+#define TPRUN_PF_EXITING 0x4u
+#define TPRUN_EXITING_WAIT_MS 200
+
+static int pid_exiting(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    char state;
+    int ppid, pgrp, session, tty, tpgid;
+    unsigned flags;
+    if (p == NULL || sscanf(p + 1, " %c %d %d %d %d %d %u", &state, &ppid, &pgrp, &session, &tty, &tpgid, &flags) != 7)
+        return 0;
+    return (flags & TPRUN_PF_EXITING) != 0;
+}
+
+void tprun_wait_exiting(const tprun_job_t *job)
+{
+    for (int i = 0; i < job->np; i++) {
+        const tprun_rank_t *r = &job->ranks[i];
+        if (!r->running || r->agent >= 0 || !pid_exiting(r->pid)) continue;
+        int fd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+        if (fd < 0) continue;
+        struct pollfd p = {fd, POLLIN, 0};
+        while (poll(&p, 1, TPRUN_EXITING_WAIT_MS) < 0 && errno == EINTR) {
+        }
+        close(fd);
+    }
 }
 
 void tprun_exec_reports(tprun_job_t *job)

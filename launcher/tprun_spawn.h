@@ -77,6 +77,12 @@ void tprun_job_release(tprun_job_t *job);
 /* Forks and execs rank r in its own process group; on success it is running and the keeper knows its group. */
 tp_status_t tprun_rank_start(tprun_job_t *job, int r);
 
+/*
+ * Waits (briefly) for the local ranks already inside exit() to become reapable: a PMIx server sees a dying rank's
+ * socket close before its parent can reap it, and what the server does about it must not overtake that death.
+ */
+void tprun_wait_exiting(const tprun_job_t *job);
+
 /* Reads pending {rank, errno} exec reports into the ranks. */
 void tprun_exec_reports(tprun_job_t *job);
 

@@ -7,16 +7,7 @@
 #include "coll_reduce.h"
 #include "runtime_transports.h"
 
-static int fails;
-#define CHECK(cond, ...)                                                                                           \
-    do {                                                                                                           \
-        if (!(cond)) {                                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                            \
-            printf(__VA_ARGS__);                                                                                   \
-            printf("\n");                                                                                          \
-            fails++;                                                                                               \
-        }                                                                                                          \
-    } while (0)
+#include "unit_check.h"
 
 static uint32_t bits(float f)
 {
@@ -54,7 +45,7 @@ static void test_f16(void)
         uint16_t hb;
         memcpy(&hb, &hw, 2);
         CHECK(tp_f32_to_f16(f) == hb, "f32 %08x to f16: %04x, want %04x", (uint32_t)x, tp_f32_to_f16(f), hb);
-        if (fails > 10) return;
+        if (failures > 10) return;
     }
 }
 
@@ -166,6 +157,6 @@ int main(void)
     test_reduce();
     test_frames();
     test_transports_parse();
-    printf("coll_unit: %s\n", fails ? "FAILED" : "all passed");
-    return fails ? 1 : 0;
+    printf("coll_unit: %s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
 }

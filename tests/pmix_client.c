@@ -68,15 +68,74 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
     if (cbfunc != NULL) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
 
-static void fence(void)
+/* A fence over procs (NULL: the whole namespace), collecting the data or not, with a PMIX_TIMEOUT when > 0. */
+static pmix_status_t fence_over(const pmix_proc_t *procs, size_t nprocs, bool collect, int timeout)
 {
-    pmix_info_t info;
-    bool yes = true;
-    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+    pmix_info_t info[2];
+    size_t n = 0;
     pmix_proc_t all;
     PMIX_LOAD_PROCID(&all, me.nspace, PMIX_RANK_WILDCARD);
-    pmix_status_t rc = PMIx_Fence(&all, 1, &info, 1);
+    if (collect) PMIX_INFO_LOAD(&info[n++], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    if (timeout > 0) PMIX_INFO_LOAD(&info[n++], PMIX_TIMEOUT, &timeout, PMIX_INT);
+    return PMIx_Fence(procs != NULL ? procs : &all, procs != NULL ? nprocs : 1, n > 0 ? info : NULL, n);
+}
+
+static void fence(void)
+{
+    pmix_status_t rc = fence_over(NULL, 0, true, 0);
     if (rc != PMIX_SUCCESS) die("PMIx_Fence", rc);
+}
+
+static void put_string(const char *key, const char *value)
+{
+    pmix_value_t val = {.type = PMIX_STRING, .data.string = (char *)value};
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &val);
+    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS) die("PMIx_Put/Commit", rc);
+}
+
+/* Fails unless peer's key holds want. */
+static void expect_string(unsigned peer_rank, const char *key, const char *want)
+{
+    pmix_proc_t peer;
+    PMIX_LOAD_PROCID(&peer, me.nspace, peer_rank);
+    pmix_value_t *got = get(&peer, key);
+    if (got->type != PMIX_STRING || strcmp(got->data.string, want) != 0) {
+        say("rank %u: %s of rank %u is \"%s\", expected \"%s\"", me.rank, key, peer_rank,
+            got->type == PMIX_STRING ? got->data.string : "(not a string)", want);
+        exit(1);
+    }
+    PMIX_VALUE_RELEASE(got);
+}
+
+/* Rounds of collecting fences over everyone, then over the ranks of the same parity (each set its own sequence). */
+static void many_fences(unsigned size, int rounds)
+{
+    char key[64], want[64];
+    for (int i = 0; i < rounds; i++) {
+        snprintf(key, sizeof(key), "test.round%d", i);
+        snprintf(want, sizeof(want), "r-%u-%d", me.rank, i);
+        put_string(key, want);
+        fence();
+        unsigned peer = (me.rank + 1 + (unsigned)i) % size;
+        snprintf(want, sizeof(want), "r-%u-%d", peer, i);
+        expect_string(peer, key, want);
+    }
+    pmix_proc_t *set = calloc(size, sizeof(*set));
+    size_t n = 0;
+    for (unsigned r = me.rank % 2; r < size; r += 2, n++) PMIX_LOAD_PROCID(&set[n], me.nspace, r);
+    for (int i = 0; i < rounds; i++) {
+        snprintf(key, sizeof(key), "test.parity%d", i);
+        snprintf(want, sizeof(want), "p-%u-%d", me.rank, i);
+        put_string(key, want);
+        pmix_status_t rc = fence_over(set, n, true, 0);
+        if (rc != PMIX_SUCCESS) die("PMIx_Fence over the same parity", rc);
+        unsigned peer = set[(size_t)i % n].rank;
+        snprintf(want, sizeof(want), "p-%u-%d", peer, i);
+        expect_string(peer, key, want);
+    }
+    free(set);
+    say("rank %u: %d fences over all and %d over ranks of parity %u matched", me.rank, rounds, rounds, me.rank % 2);
 }
 
 int main(int argc, char **argv)
@@ -122,8 +181,35 @@ int main(int argc, char **argv)
         fence(); /* every handler is in place before the target dies */
         if ((int)me.rank == target) raise(SIGKILL);
         wait_to_be_killed();
+    } else if (strcmp(mode, "dmodex") == 0) {
+        /* A fence without data: each peer's data comes on demand from its own host. */
+        char ep[64];
+        unsigned long size = number(get(&job, PMIX_JOB_SIZE));
+        snprintf(ep, sizeof(ep), "dm-of-rank-%u", me.rank);
+        put_string("test.dm", ep);
+        if ((rc = fence_over(NULL, 0, false, 0)) != PMIX_SUCCESS) die("PMIx_Fence without data", rc);
+        for (unsigned long k = 1; k < size; k++) {
+            unsigned peer = (me.rank + (unsigned)k) % (unsigned)size;
+            snprintf(ep, sizeof(ep), "dm-of-rank-%u", peer);
+            expect_string(peer, "test.dm", ep);
+        }
+        say("rank %u: every peer's data came on demand", me.rank);
+    } else if (strcmp(mode, "fences") == 0) {
+        many_fences((unsigned)number(get(&job, PMIX_JOB_SIZE)), target > 0 ? target : 10);
+    } else if (strcmp(mode, "dies") == 0) {
+        /* Rank target dies at once; the others' fence must end with an error, not wait for the teardown. */
+        if ((int)me.rank == target) raise(SIGKILL);
+        rc = fence_over(NULL, 0, true, 0);
+        say("rank %u: fence with rank %d dead: %s", me.rank, target, PMIx_Error_string(rc));
+        wait_to_be_killed();
+    } else if (strcmp(mode, "late") == 0) {
+        /* Rank target never enters the fence; the others give up after the 1 s PMIX_TIMEOUT. */
+        if ((int)me.rank == target) wait_to_be_killed();
+        rc = fence_over(NULL, 0, true, 1);
+        say("rank %u: fence without rank %d: %s", me.rank, target, PMIx_Error_string(rc));
+        return rc == PMIX_SUCCESS ? 0 : 1;
     } else {
-        say("usage: pmix_client [info | abort RANK | events RANK]");
+        say("usage: pmix_client [info | abort RANK | events RANK | dmodex | fences ROUNDS | dies RANK | late RANK]");
         return 2;
     }
     PMIx_Finalize(NULL, 0);

@@ -36,8 +36,28 @@ check_world "TP_PMIX=1 -n 2: the same" 2 "$out" $?
 # Purely local fences skip the host; with that optimisation off, the data goes through tprun's fence_nb.
 out=$(PMIX_MCA_pmix_server_fence_localonly_opt=0 TP_LOG_LEVEL=debug tprun_pmix 30 --pmix -n 4 "$CLIENT" info 2>&1)
 st=$?
-echo "$out" | grep -q 'pmix: fence_nb: ' && check_world "fence through tprun's fence_nb: peers' data" 4 \
+echo "$out" | grep -q 'pmix: fence_nb over ' && check_world "fence through tprun's fence_nb: peers' data" 4 \
     "$(echo "$out" | grep '^rank')" $st || fail "fence_nb was not called: status $st: $out"
+
+# Fences, subsets and data on demand go through tprun's fence_nb and direct modex on one host too.
+out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" fences 10 2>&1)
+[ $? = 0 ] && [ "$(echo "$out" | grep -c 'fences over all and 10 over ranks of parity')" = 4 ] &&
+    pass "10 fences over all and over each parity subset" || fail "fences: $out"
+out=$(tprun_pmix 30 --pmix -n 3 "$CLIENT" dmodex 2>&1)
+[ $? = 0 ] && [ "$(echo "$out" | grep -c 'every peer.s data came on demand')" = 3 ] &&
+    pass "a fence without data, then every peer's data" || fail "dmodex: $out"
+
+# A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's PROC-ABORTED), never hangs.
+out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" dies 3 2>&1)
+st=$?
+[ $st = 137 ] && [ "$(echo "$out" | grep -c '^rank [012]: fence with rank 3 dead: \(PROC-ABORTED\|PARTIAL SUCCESS\)$')" = 3 ] &&
+    pass "rank 3 dead: the others' fence ends with an error" || fail "dies: status $st: $out"
+
+# A fence rank 3 never enters, with a 1 s PMIX_TIMEOUT: TIMEOUT for the others (PMIx times it out on this host).
+out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" late 3 2>&1)
+st=$?
+[ $st = 1 ] && [ "$(echo "$out" | grep -c '^rank [012]: fence without rank 3: TIMEOUT$')" = 3 ] &&
+    pass "a fence rank 3 never enters: TIMEOUT, status 1" || fail "late: status $st: $out"
 
 # PMIx_Abort(7, msg) from rank 2: the first failure line names it; tprun exits 7.
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" abort 2 2>&1)

@@ -1,0 +1,96 @@
+/* tprun_wire.c: escaping and base64 for the tprun-agent channel (a peer's bytes are never trusted to be text). */
+#include "tprun_wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tprun_wire_escape(const char *in, char *out)
+{
+    for (; *in != '\0'; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c == '%' || c == '\n' || c == '\r') out += sprintf(out, "%%%02X", c);
+        else *out++ = (char)c;
+    }
+    *out = '\0';
+}
+
+void tprun_wire_unescape(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r != '\0'; r++) {
+        unsigned v;
+        if (r[0] == '%' && r[1] != '\0' && r[2] != '\0' && sscanf(r + 1, "%2x", &v) == 1) {
+            *w++ = (char)v;
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+}
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t tprun_wire_b64_len(size_t len) { return len == 0 ? 1 : (len + 2) / 3 * 4; }
+
+void tprun_wire_b64_encode(const void *data, size_t len, char *out)
+{
+    const unsigned char *p = data;
+    if (len == 0) {
+        strcpy(out, "-");
+        return;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)p[i] << 16;
+        if (i + 1 < len) v |= (unsigned)p[i + 1] << 8;
+        if (i + 2 < len) v |= p[i + 2];
+        out[o++] = b64_alphabet[(v >> 18) & 63];
+        out[o++] = b64_alphabet[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64_alphabet[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64_alphabet[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+static int b64_value(char c)
+{
+    const char *at = c != '\0' ? strchr(b64_alphabet, c) : NULL;
+    return at != NULL ? (int)(at - b64_alphabet) : -1;
+}
+
+int tprun_wire_b64_decode(const char *text, unsigned char **out, size_t *out_len)
+{
+    size_t n = strlen(text);
+    if (strcmp(text, "-") == 0) {
+        *out = NULL;
+        *out_len = 0;
+        return 0;
+    }
+    if (n == 0 || n % 4 != 0) return -1;
+    size_t pad = text[n - 1] == '=' ? (text[n - 2] == '=' ? 2 : 1) : 0;
+    size_t len = n / 4 * 3 - pad;
+    unsigned char *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int last = i + 4 == n;
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            /* '=' only as the padding of the last group. */
+            v[k] = text[i + k] == '=' && last && k >= 4 - (int)pad ? 0 : b64_value(text[i + k]);
+            if (v[k] < 0) {
+                free(buf);
+                return -1;
+            }
+        }
+        unsigned w = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | (unsigned)v[3];
+        buf[o++] = (unsigned char)(w >> 16);
+        if (o < len) buf[o++] = (unsigned char)(w >> 8);
+        if (o < len) buf[o++] = (unsigned char)w;
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}

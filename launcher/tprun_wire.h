@@ -1,0 +1,22 @@
+/* tprun_wire.h: how values travel on the one-line-per-message channel between tprun and its agents. */
+#ifndef TPRUN_WIRE_H
+#define TPRUN_WIRE_H
+
+#include <stddef.h>
+
+/* Escapes '%' and newlines as %XX so that a value fits one protocol line; out must hold 3 * strlen(in) + 1. */
+void tprun_wire_escape(const char *in, char *out);
+/* Undoes tprun_wire_escape in place. */
+void tprun_wire_unescape(char *s);
+
+/* Bytes base64 encoding of len bytes takes, without the terminating NUL. */
+size_t tprun_wire_b64_len(size_t len);
+/* Encodes len bytes of data as base64 into out (tprun_wire_b64_len(len) + 1 bytes), NUL-terminated. */
+void tprun_wire_b64_encode(const void *data, size_t len, char *out);
+/*
+ * Decodes the base64 text (padding required, "-" for no bytes) into a malloc'd buffer; *out is NULL for no
+ * bytes. Returns 0, or -1 on text that is not base64 (then nothing is allocated).
+ */
+int tprun_wire_b64_decode(const char *text, unsigned char **out, size_t *out_len);
+
+#endif

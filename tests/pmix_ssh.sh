@@ -1,0 +1,140 @@
+#!/bin/bash
+# tprun --pmix across hosts: each host's agent hosts a PMIx server and tprun matches their fences and data
+# requests. A plain PMIx client sees its world and a peer's data on other hosts; aborts and deaths on another
+# host reach tprun and the survivors; no server directory is left on any host; a host whose libpmix is bad
+# fails the launch by name. Runs on the namespace hosts of tests/netns_lib.sh (root only).
+. "$(dirname "$0")/netns_lib.sh"
+grep -q '^#define HAVE_PMIX 1' ./config.h 2>/dev/null || { echo "skip: tprun built without PMIx"; exit 77; }
+CLIENT=$PWD/tests/pmix_client
+[ -x "$CLIENT" ] || { echo "skip: no $CLIENT (built only with PMIx)"; exit 77; }
+unset TP_PMIX TP_LOG_LEVEL
+# Every host's server makes its directory under this TMPDIR (tprun's from its environment, the agents' from -x).
+export TMPDIR=$D/tmp
+mkdir -p "$TMPDIR"
+leftover() { ls -d "$TMPDIR"/tprun-pmix.* 2>/dev/null; }
+pmix_on_a() { tprun_on_a --pmix -x TMPDIR="$TMPDIR" "$@"; }
+
+# World, locality, node ids, host names and a peer's data on another host, after a collecting fence.
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" info 2>&1)
+st=$?
+ok=1
+for r in 0 1 2 3; do
+    node=$((r / 2)) host=$([ $r -lt 2 ] && echo a || echo b) peers=$([ $r -lt 2 ] && echo 0,1 || echo 2,3)
+    p=$(((r + 1) % 4))
+    echo "$out" | grep -q "^rank $r size 4 local $((r % 2))/2 peers $peers node $node host $host nspace tprun\.[^ ]* peer $p says ep-of-rank-$p-pid-" || ok=0
+done
+[ $st = 0 ] && [ $ok = 1 ] && pass "-H a:2,b:2: rank, sizes, local peers, node and host per host; peer data across hosts" ||
+    fail "info across hosts: status $st: $out"
+
+# Ranks on this machine (tprun's own server) with ranks on b and c (their agents' servers).
+out=$(TMPDIR=$TMPDIR in_ns a "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 4 -H localhost:1,b:2,c:1 "$CLIENT" info 2>&1)
+st=$?
+me=$(hostname)
+ok=1
+for want in "rank 0 size 4 local 0/1 peers 0 node 0 host $me " "rank 1 size 4 local 0/2 peers 1,2 node 1 host b " \
+    "rank 2 size 4 local 1/2 peers 1,2 node 1 host b " "rank 3 size 4 local 0/1 peers 3 node 2 host c .* peer 0 says ep-of-rank-0-"; do
+    echo "$out" | grep -q "^$want" || ok=0
+done
+[ $st = 0 ] && [ $ok = 1 ] && pass "-H localhost:1,b:2,c:1: tprun's server and two agents' in one namespace" ||
+    fail "mixed local and remote: status $st: $out"
+
+# Fences without data: each peer's data is fetched from its own host on demand (direct modex through tprun).
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" dmodex 2>&1)
+st=$?
+[ $st = 0 ] && [ "$(echo "$out" | grep -c 'every peer.s data came on demand')" = 4 ] &&
+    pass "fence without data, then Get of every peer: data fetched from the other host" || fail "dmodex: status $st: $out"
+
+# Many fences in a row, over everyone and over two interleaved subsets spanning both hosts.
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" fences 25 2>&1)
+st=$?
+[ $st = 0 ] && [ "$(echo "$out" | grep -c 'fences over all and 25 over ranks of parity')" = 4 ] &&
+    pass "25 fences over all ranks and 25 over each parity subset, data checked each round" ||
+    fail "fences: status $st: $out"
+
+# Rank 3 (alone on c) never enters a fence that has a 1 s PMIX_TIMEOUT: the others get TIMEOUT from tprun, which
+# names host c (a rank sharing a host with the late one would get PMIx's own local TIMEOUT instead).
+out=$(pmix_on_a -n 4 -H a:2,b:1,c:1 "$CLIENT" late 3 2>&1)
+st=$?
+echo "$out" | grep -q '^tprun: PMIx fence over ranks \* (#0) timed out: host c never entered it$' &&
+    [ "$(echo "$out" | grep -c '^rank [012]: fence without rank 3: TIMEOUT$')" = 3 ] && [ $st = 1 ] &&
+    pass "a fence rank 3 never enters: TIMEOUT on a and b, tprun names host c, status 1" || fail "late: status $st: $out"
+[ -z "$(leftover)" ] && pass "no server directory left on any host after the jobs" ||
+    fail "server directories left: $(leftover)"
+
+# Rank 3 (on b) dies before the fence: the ranks on a get an error from it at once, not a hang until the teardown.
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" dies 3 2>&1)
+st=$?
+[ $st = 137 ] && [ "$(echo "$out" | grep -c '^rank [01]: fence with rank 3 dead: PROC-ABORTED$')" = 2 ] &&
+    pass "rank 3 dead on b: the fence on a ends with PROC-ABORTED" || fail "dies: status $st: $out"
+
+# PMIx_Abort(7) from rank 2 on b: tprun exits 7 and names it first.
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" abort 2 2>&1)
+st=$?
+first=$(echo "$out" | grep '^tprun:' | head -1)
+[ $st -eq 7 ] && echo "$first" | grep -q "^tprun: rank 2 (host b, pid [0-9]*) called PMIx_Abort(status 7): rank asked to abort$" &&
+    ! echo "$out" | grep -q 'still alive' && pass "PMIx_Abort(7) on b: exit 7, named first" ||
+    fail "abort across hosts: status $st: $out"
+
+# SIGKILL of rank 2 on b: the survivors on both hosts get PROC-ABORTED for rank 2 before the teardown.
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" events 2 2>&1)
+st=$?
+ok=1
+for r in 0 1 3; do echo "$out" | grep -q "^rank $r: event PROC-ABORTED affected rank 2$" || ok=0; done
+[ $st -eq 137 ] && [ $ok = 1 ] && echo "$out" | grep '^tprun:' | head -1 | grep -q 'rank 2 (host b, pid [0-9]*) killed by signal 9' &&
+    pass "rank 2 SIGKILLed on b: ranks 0, 1 (on a) and 3 (on b) got PROC-ABORTED for rank 2" ||
+    fail "death notification across hosts: status $st: $out"
+wait_no_leftovers 5 || fail "left running: $(leftovers)"
+[ -z "$(leftover)" ] && pass "no server directory left after the abort and the death" || fail "left: $(leftover)"
+
+# b's agent SIGKILLed, then tprun SIGKILLed: the keepers remove what the dead processes could not.
+for victim in agent tprun; do
+    in_ns a "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 4 -H a:2,b:2 "$CLIENT" abort -1 >"$D/$victim.out" 2>&1 &
+    tp=$!
+    TEST_PIDS+=($tp)
+    for _ in $(seq 1 400); do
+        [ "$(leftover | wc -l)" -ge 3 ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 4 ] && break
+        sleep 0.025
+    done
+    dirs=$(leftover | wc -l)
+    if [ $victim = agent ]; then
+        for p in $(ip netns pids "$NS_B"); do
+            tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--agent' && kill -KILL "$p"
+        done
+    else
+        kill -KILL "$tp"
+    fi
+    wait "$tp" 2>/dev/null
+    wait_no_leftovers 5 && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] || fail "$victim killed: left running: $(leftovers)"
+    for _ in $(seq 1 200); do [ -z "$(leftover)" ] && break; sleep 0.025; done
+    [ "$dirs" = 3 ] && [ -z "$(leftover)" ] && pass "$victim SIGKILLed: every rank gone, all 3 server directories removed" ||
+        fail "$victim SIGKILLed: $dirs directories before, left: '$(leftover)'; $(cat "$D/$victim.out")"
+done
+
+# A host whose libpmix.so.2 is not PMIx: the launch fails naming the host and the library; nothing runs anywhere.
+mkdir -p "$D/fakelib"
+echo 'int not_pmix;' >"$D/fake.c"
+if ${CC:-cc} -shared -fPIC -o "$D/fakelib/libpmix.so.2" "$D/fake.c" 2>/dev/null; then
+    # The agent on b starts with the fake first on its loader path (the ssh command adds it to the remote command).
+    cat >"$D/ssh-badlib" <<SSHEOF
+#!/bin/bash
+args=("\$@")
+last=\${args[\$((\$# - 1))]}
+[ "\${args[\$((\$# - 2))]}" = b ] && args[\$((\$# - 1))]="exec env LD_LIBRARY_PATH=$D/fakelib \${last#exec }"
+exec $SSH "\${args[@]}"
+SSHEOF
+    chmod +x "$D/ssh-badlib"
+    out=$(in_ns a "$TPRUN" --ssh "$D/ssh-badlib" --pmix -x TMPDIR="$TMPDIR" -n 4 -H a:2,b:2 sh -c "touch $D/started.\$TP_RANK" 2>&1)
+    st=$?
+    [ $st = 125 ] && echo "$out" | grep -q "^tprun: host b: the launch failed: --pmix: cannot load libpmix.so.2: .*libpmix.so.2 lacks PMIx_server_init" &&
+        [ -z "$(ls "$D"/started.* 2>/dev/null)" ] && pass "bad libpmix.so.2 on b: status 125 naming host b and the library; no rank started" ||
+        fail "bad libpmix on b: status $st: $out"
+    wait_no_leftovers 5 || fail "bad libpmix: left running: $(leftovers)"
+    [ -z "$(leftover)" ] && pass "bad libpmix on b: no server directory left (a's agent had made one)" || fail "left: $(leftover)"
+else
+    echo "skip: no C compiler for the fake libpmix"
+fi
+
+# libtp engines under --pmix across hosts: the bootstrap, collectives and their TP_* contract as without it.
+out=$(TP_PART_BYTES=64K pmix_on_a -n 4 -H a:2,b:2 ./tests/coll_check 2>&1) &&
+    pass "coll_check under --pmix across hosts: $(echo "$out" | grep -m1 'coll_check:')" || fail "coll_check --pmix: $(echo "$out" | tail -5)"
+finish
