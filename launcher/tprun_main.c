@@ -549,6 +549,8 @@ int main(int argc, char **argv)
 
     /* The ssh launcher's agent on a remote host (hidden: tprun starts it, with its plan on stdin). */
     if (argc == 2 && strcmp(argv[1], "--agent") == 0) return tprun_agent_main();
+    /* A rank under srun (hidden: tprun's Slurm launcher starts it through srun). */
+    if (argc >= 3 && strcmp(argv[1], "--slurm-task") == 0) return tprun_slurm_task(argv + 2);
     tprun_plan_t plan;
     char err[1024];
     if (tprun_args_parse(argc, argv, environ, host, &plan, err, sizeof(err)) != TP_OK) {

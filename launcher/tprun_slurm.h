@@ -7,7 +7,13 @@
 /* Whether srun starts the ranks: how ("--launcher" or TP_LAUNCHER) is slurm, or auto/unset with SLURM_JOB_ID set. */
 int tprun_slurm_wanted(const char *how, char *const *envp);
 
-/* Runs the plan as `srun --mpi=pmix --kill-on-bad-exit -n N`; forwards signals, keeps --timeout; tprun's status. */
+/*
+ * Runs the plan as `srun --mpi=pmix --kill-on-bad-exit -n N tprun --slurm-task PROGRAM ...`; forwards signals and
+ * output, keeps --timeout. Returns the first failing rank's status (from the tasks' reports), as tprun does.
+ */
 int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp);
+
+/* `tprun --slurm-task PROGRAM ARGS...`: runs one rank, forwards signals to it, reports its end, ends as it did. */
+int tprun_slurm_task(char **argv);
 
 #endif

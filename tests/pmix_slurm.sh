@@ -40,10 +40,22 @@ for r in 0 1 2; do echo "$out" | grep -q "^$r: ready rank $r of 3 .* job pmix-sl
 [ $st -eq 0 ] && [ $ok = 1 ] && pass "tprun in an allocation launches through srun" ||
     fail "tprun in an allocation: status $st: $out"
 
+# tprun's status is the first failing rank's, as without Slurm (srun's own is the largest of all the tasks').
 out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 3 "$RANK_PROG" exit 1 7 2>&1)
 st=$?
-[ $st -ne 0 ] && echo "$out" | grep -q 'callback: rank [02] saw peer 1' && pass "tprun via srun: a failed rank fails the job ($st)" ||
-    fail "tprun via srun, failing rank: status $st: $out"
+[ $st -eq 7 ] && echo "$out" | grep -q 'callback: rank [02] saw peer 1' &&
+    echo "$out" | grep '^tprun:' | head -1 | grep -q "^tprun: rank 1 (host [^ ]*) exited with status 7$" &&
+    pass "tprun via srun: rank 1 exits 7: tprun exits 7 and names it" || fail "tprun via srun, failing rank: status $st: $out"
+out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 3 "$RANK_PROG" die 2 9 2>&1)
+st=$?
+[ $st -eq 137 ] && echo "$out" | grep '^tprun:' | head -1 | grep -q "^tprun: rank 2 (host [^ ]*) killed by signal 9 (SIGKILL)$" &&
+    pass "tprun via srun: rank 2 SIGKILLed: tprun exits 137 and names it" || fail "tprun via srun, killed rank: status $st: $out"
+out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 2 sh -c 'echo out $SLURM_PROCID; echo err $SLURM_PROCID >&2' 2>"$TEST_DIR/err")
+st=$?
+[ $st -eq 0 ] && [ "$(echo "$out" | sort | tr '\n' ' ')" = "out 0 out 1 " ] &&
+    [ "$(sort "$TEST_DIR/err" | tr '\n' ' ')" = "err 0 err 1 " ] &&
+    pass "tprun via srun: stdout and stderr forwarded, the task reports kept out of them" ||
+    fail "tprun via srun, output: status $st: $out / $(cat "$TEST_DIR/err")"
 
 out=$(timeout -k 5 60 salloc -Q -n 2 env TP_LAUNCHER=local "$TPRUN" -n 2 "$RANK_PROG" boot 2>&1)
 st=$?
