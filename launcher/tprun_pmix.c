@@ -217,8 +217,6 @@ tp_status_t tprun_pmix_server_start(const tprun_pmix_job_t *job)
     tprun_pmix_srv.world_size = job->world_size;
     /* The hash store: no shared-memory segments to leave behind, and a faster PMIx_Init in the ranks. */
     setenv("PMIX_MCA_gds", "hash", 0);
-    /* Every fence goes through the host, which answers single-host ones at once: one path whatever the job. */
-    setenv("PMIX_MCA_pmix_server_fence_localonly_opt", "0", 0);
     pmix_info_t info[2];
     PMIX_INFO_LOAD(&info[0], PMIX_SERVER_TMPDIR, tmpdir, PMIX_STRING);
     PMIX_INFO_LOAD(&info[1], PMIX_SYSTEM_TMPDIR, tmpdir, PMIX_STRING);

@@ -6,6 +6,14 @@ tests_bench_bench_rank_SOURCES = tests/bench/bench_rank.c
 tests_bench_bench_rank_LDADD = libtp.la
 # A real executable, not libtool's shell wrapper, whose start-up would be timed with each rank.
 tests_bench_bench_rank_LDFLAGS = -no-install
+# PMIx_Fence latency under any PMIx server (tests/bench/pmix_fence.sh), built against the PMIx headers.
+if HAVE_PMIX
+noinst_PROGRAMS += tests/bench/pmix_fence
+tests_bench_pmix_fence_SOURCES = tests/bench/pmix_fence.c
+tests_bench_pmix_fence_CPPFLAGS = $(TP_PMIX_CFLAGS)
+tests_bench_pmix_fence_LDADD = $(TP_PMIX_LIBS)
+endif
+EXTRA_DIST += tests/bench/pmix_fence.sh tests/bench/pmix_fence_hosts.sh
 EXTRA_DIST += tests/bench/mpi_hello.c tests/bench/mpi_spin.c tests/bench/launch.sh tests/bench/failfast.sh \
 	tests/bench/launch_table.py tests/bench/failfast_table.py tests/bench/machine.sh
 
