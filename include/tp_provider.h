@@ -104,6 +104,9 @@ typedef struct tp_transport_env {
     uint64_t part_bytes;
     const char *advertise_ip; /* where peers reach this rank; "" when unknown */
     const char *boot_host;    /* rank 0's bootstrap host: a loopback one keeps listeners on loopback */
+    /* A socket transport tells the runtime each peer's connection as made: its local and remote "ip:port". */
+    void (*on_connected)(void *ctx, int peer, const char *local, const char *remote);
+    void *on_connected_ctx;
 } tp_transport_env_t;
 
 /*

@@ -179,19 +179,6 @@ static tp_iface_state_t *state_of(tp_world_t *w)
     return w->iface_state;
 }
 
-/* The address the dialer (the higher rank) connects to: the lower one's on the first /24 in the dialer's order. */
-static int dialed_ip(const tp_world_t *w, int dialer, int target, char *ip)
-{
-    tp_iface_t a[TP_IFACES_MAX], b[TP_IFACES_MAX];
-    char cands[TP_IFACE_CANDIDATES][16], via[TP_IFACE_CANDIDATES][32];
-    int na = tp_iface_parse(w->peers[dialer].ifaces, a, TP_IFACES_MAX);
-    int nb = tp_iface_parse(w->peers[target].ifaces, b, TP_IFACES_MAX), shared = 0;
-    int n = tp_iface_candidates(a, na > 0 ? na : 0, b, nb > 0 ? nb : 0, w->peers[target].boot_ip, cands, via,
-                                TP_IFACE_CANDIDATES, &shared);
-    snprintf(ip, 16, "%.15s", n > 0 ? cands[0] : w->peers[target].boot_ip);
-    return shared > 0;
-}
-
 void tp_iface_choose(tp_world_t *w, int p, char *addr, size_t len)
 {
     const char *colon = strrchr(addr, ':');
@@ -199,43 +186,53 @@ void tp_iface_choose(tp_world_t *w, int p, char *addr, size_t len)
     if (colon == NULL || st == NULL || is_loopback_ip(w->advertise_ip) || is_loopback_ip(w->peers[p].boot_ip)) return;
     st->any = 1;
     tp_iface_link_t *l = &st->links[p];
+    char port[16];
+    snprintf(port, sizeof(port), "%.15s", colon + 1);
     if (strcmp(w->peers[p].host, w->peers[w->rank].host) == 0) {
         /* Same host (as the launcher named it): loopback, whatever interfaces the two "share". */
         l->same_host = 1;
-        snprintf(l->local_ip, sizeof(l->local_ip), "127.0.0.1");
-        snprintf(l->peer_ip, sizeof(l->peer_ip), "127.0.0.1");
-        if (p < w->rank) snprintf(addr, len, "127.0.0.1:%s", colon + 1);
+        if (p < w->rank) snprintf(addr, len, "127.0.0.1:%s", port);
         return;
     }
-    if (p < w->rank) {
-        l->shared = dialed_ip(w, w->rank, p, l->peer_ip);
-        snprintf(l->local_ip, sizeof(l->local_ip), "%.15s", w->advertise_ip);
-        for (int i = 0; l->shared && i < st->nmine; i++) /* the route to a shared /24 leaves on that interface */
-            if ((ip_of(st->mine[i].ip) & 0xffffff00u) == (ip_of(l->peer_ip) & 0xffffff00u)) {
-                snprintf(l->local_ip, sizeof(l->local_ip), "%s", st->mine[i].ip);
-                break;
-            }
-        if (!l->shared)
-            tp_log(TP_LOG_WARN, "iface", "rank %d (host %s): no /24 shared with it (this rank: %s; it: %s)%s; using "
-                   "the routed address %s, where its bootstrap connection came from", p, w->peers[p].host,
-                   w->peers[w->rank].ifaces[0] ? w->peers[w->rank].ifaces : "none",
-                   w->peers[p].ifaces[0] ? w->peers[p].ifaces : "none",
-                   tp_config_value("TP_IFNAME")[0] ? " (after TP_IFNAME)" : "", l->peer_ip);
-        char port[16];
-        snprintf(port, sizeof(port), "%s", colon + 1);
-        snprintf(addr, len, "%s:%s", l->peer_ip, port);
-    } else {
-        /* The peer dials this rank: it makes the same choice from the same records. */
-        l->shared = dialed_ip(w, p, w->rank, l->local_ip);
-        snprintf(l->peer_ip, sizeof(l->peer_ip), "%.15s", w->peers[p].boot_ip);
-        for (int i = 0; l->shared && i < st->nmine; i++) {
-            tp_iface_t theirs[TP_IFACES_MAX];
-            int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX);
-            for (int j = 0; j < nt; j++)
-                if ((ip_of(theirs[j].ip) & 0xffffff00u) == (ip_of(l->local_ip) & 0xffffff00u))
-                    snprintf(l->peer_ip, sizeof(l->peer_ip), "%s", theirs[j].ip);
-        }
-    }
+    if (p > w->rank) return; /* the peer dials this rank, on its own list */
+    tp_iface_t theirs[TP_IFACES_MAX];
+    char cands[TP_IFACE_CANDIDATES][16], via[TP_IFACE_CANDIDATES][32];
+    int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX), shared = 0;
+    int n = tp_iface_candidates(st->mine, st->nmine, theirs, nt > 0 ? nt : 0, w->peers[p].boot_ip, cands, via,
+                                TP_IFACE_CANDIDATES, &shared);
+    if (shared == 0)
+        tp_log(TP_LOG_WARN, "iface", "rank %d (host %s): no /24 shared with it (this rank: %s; it: %s)%s; using "
+               "the routed address %s, where its bootstrap connection came from", p, w->peers[p].host,
+               w->peers[w->rank].ifaces[0] ? w->peers[w->rank].ifaces : "none",
+               w->peers[p].ifaces[0] ? w->peers[p].ifaces : "none",
+               tp_config_value("TP_IFNAME")[0] ? " (after TP_IFNAME)" : "", n > 0 ? cands[0] : w->peers[p].boot_ip);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 24 < len; i++) o += (size_t)snprintf(addr + o, len - o, "%s%s:%s", i ? "," : "", cands[i], port);
+    if (n == 0) snprintf(addr, len, "%s:%s", w->peers[p].boot_ip, port);
+}
+
+/* "ip:port" to "ip". */
+static void ip_part(const char *endpoint, char *ip)
+{
+    const char *colon = strrchr(endpoint, ':');
+    size_t n = colon != NULL ? (size_t)(colon - endpoint) : strlen(endpoint);
+    snprintf(ip, 16, "%.*s", (int)(n < 15 ? n : 15), endpoint);
+}
+
+void tp_iface_connected(void *ctx, int peer, const char *local, const char *remote)
+{
+    tp_world_t *w = ctx;
+    tp_iface_state_t *st = state_of(w);
+    if (st == NULL || peer < 0 || peer >= w->size || st->links[peer].same_host) return;
+    tp_iface_link_t *l = &st->links[peer];
+    if (l->local_ip[0] != '\0') return; /* the pair's first connection is the one reported */
+    ip_part(local, l->local_ip);
+    ip_part(remote, l->peer_ip);
+    l->shared = 0;
+    for (int i = 0; i < st->nmine; i++)
+        if (strcmp(st->mine[i].ip, l->local_ip) == 0 &&
+            (ip_of(st->mine[i].ip) & 0xffffff00u) == (ip_of(l->peer_ip) & 0xffffff00u))
+            l->shared = 1;
 }
 
 static const char *iface_of_ip(const tp_iface_state_t *st, const char *ip)
@@ -272,7 +269,7 @@ void tp_iface_finish(tp_world_t *w)
     size_t ulen = 0;
     for (int p = 0; p < w->size; p++) {
         tp_iface_link_t *l = &st->links[p];
-        if (p == w->rank || l->local_ip[0] == '\0') continue;
+        if (p == w->rank || (l->local_ip[0] == '\0' && !l->same_host)) continue;
         if (l->same_host) {
             if (rep) report(w, "rank %d (host %s): loopback, the same host", p, w->peers[p].host);
             continue;

@@ -48,9 +48,13 @@ struct tp_world;
 
 /* This rank's interfaces as its record publishes them (TP_IFNAME applied). */
 void tp_iface_publish(char *out, size_t len);
-/* The TCP address to dial for peer p, rewritten in place from its published "ip:port": its address on the first
- * /24 both share, else its routed one (warned about). A job on loopback keeps the published address. */
+/* The TCP addresses to dial for peer p, best first, rewritten in place from its published "ip:port" as
+ * "ip:port,ip:port,...": its address on each /24 both share (in this rank's interface order), then its routed one
+ * (warned about when it is the only one). A job on loopback keeps the published address. */
 void tp_iface_choose(struct tp_world *w, int p, char *addr, size_t len);
+/* A transport's connection to peer as made ("ip:port" at each end; ctx is the world): what the report and
+ * NCCL_SOCKET_IFNAME describe. */
+void tp_iface_connected(void *ctx, int peer, const char *local, const char *remote);
 /* After the mesh is up (every TCP connect on a chosen address succeeded): prints the decision with
  * TP_REPORT_BINDINGS, and exports NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (unless already set). */
 void tp_iface_finish(struct tp_world *w);

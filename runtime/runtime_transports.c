@@ -88,7 +88,8 @@ tp_status_t tp_transports_open(tp_world_t *w)
     tp_transport_env_t env = {.rank = w->rank, .size = w->size, .job_key = w->job_key,
                               .connect_timeout_s = w->boot_timeout_s, .spin_us = w->spin_us,
                               .part_bytes = w->part_bytes, .advertise_ip = w->advertise_ip,
-                              .boot_host = w->boot_host};
+                              .boot_host = w->boot_host, .on_connected = tp_iface_connected,
+                              .on_connected_ctx = w};
     for (int k = 0; k < n; k++) {
         const tp_transport_ops_t *ops = tp_transport_list[order[k]];
         if (ops->abi_version != TP_TRANSPORT_ABI || ops->ops_size != sizeof(tp_transport_ops_t)) {
@@ -145,7 +146,7 @@ tp_status_t tp_transports_connect(tp_world_t *w)
         for (int p = 0; p < w->size; p++) {
             use[p] = t->peer_tr[p] == k;
             addrs[p] = buf + (size_t)p * TP_ADDRS_MAX;
-            /* Across hosts TCP dials the peer on a /24 both share, else where its bootstrap came from. */
+            /* Across hosts TCP dials the peer on each /24 both share in turn, then where its bootstrap came from. */
             if (use[p] && strcmp(t->ops[k]->name, "tcp") == 0) tp_iface_choose(w, p, buf + (size_t)p * TP_ADDRS_MAX, TP_ADDRS_MAX);
         }
         if ((s = t->ops[k]->connect(t->state[k], use, addrs)) != TP_OK) goto out;

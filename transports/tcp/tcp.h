@@ -23,6 +23,7 @@ typedef struct tcp_conn {
     int fd;  /* frames from this rank arrive here; -1: not connected */
     int sfd; /* frames to this rank leave here; -1: not connected */
     int peer;
+    int first_candidate;     /* the peer's address that connected the first direction: the second starts there */
     tp_status_t broken;      /* TP_OK, or why this connection is not read (or used at all) again */
     tp_status_t send_broken; /* TP_OK, or why nothing more is sent: a frame went out only in part, or the peer died */
     tp_xfer_t *send_head, *send_tail;

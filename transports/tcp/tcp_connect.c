@@ -14,6 +14,9 @@
 #include "tcp.h"
 
 #define TCP_PENDING_MAX 64 /* unauthenticated connections held at once; older strays make room */
+/* A peer's address that is not its last candidate gets at most this long to connect before the next is tried. */
+#define TCP_ATTEMPT_NS     2000000000LL
+#define TCP_CANDIDATES_MAX 8
 
 static int is_loopback_host(const char *host)
 {
@@ -49,10 +52,17 @@ err_sys:
     return TP_ERR_SYSTEM;
 }
 
+/* The first "ip:port" of address (a comma-separated list of candidates, best first). */
 static int parse_address(const char *address, struct sockaddr_in *sa)
 {
-    char ip[64];
-    const char *colon = address != NULL ? strrchr(address, ':') : NULL;
+    char ip[64], first[96];
+    if (address == NULL) return -1;
+    size_t flen = strcspn(address, ",");
+    if (flen >= sizeof(first)) return -1;
+    memcpy(first, address, flen);
+    first[flen] = '\0';
+    address = first;
+    const char *colon = strrchr(address, ':');
     if (colon == NULL || (size_t)(colon - address) >= sizeof(ip)) return -1;
     memcpy(ip, address, (size_t)(colon - address));
     ip[colon - address] = '\0';
@@ -92,46 +102,99 @@ static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
     return TP_OK;
 }
 
-/* Dials a lower rank for one direction: the claimed rank says which (rank: this rank sends on it; rank + size:
- * this rank reads it). */
-static tp_status_t dial(tcp_state_t *st, int peer, const char *address, int64_t deadline, int is_send)
+/* Tells the runtime where a connection to peer runs (each end's "ip:port"). */
+static void report_connected(tcp_state_t *st, int peer, int fd)
+{
+    char local[96], remote[96];
+    if (st->env.on_connected == NULL) return;
+    tp_sockaddr_string(fd, 0, local, sizeof(local));
+    tp_sockaddr_string(fd, 1, remote, sizeof(remote));
+    st->env.on_connected(st->env.on_connected_ctx, peer, local, remote);
+}
+
+/* One TCP connect to address by until (ns); the fd, or -1 with why set. */
+static int connect_one(const char *address, int64_t until, char *why, size_t why_len)
 {
     struct sockaddr_in sa;
-    char name[96];
-    snprintf(name, sizeof(name), "rank %d (tcp %s)", peer, address);
     if (parse_address(address, &sa) != 0) {
-        tp_log(TP_LOG_ERROR, "tcp", "%s: cannot parse the address", name);
-        return TP_ERR_BOOTSTRAP;
+        snprintf(why, why_len, "cannot parse the address");
+        return -1;
     }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return TP_ERR_SYSTEM;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) goto err_refused;
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int64_t left = (deadline - tp_now_ns()) / 1000000;
-    if (poll(&p, 1, left > 0 ? (int)left : 0) != 1) {
-        tp_log(TP_LOG_ERROR, "tcp", "%s: no connection within the %.0f s boot timeout", name,
-               st->env.connect_timeout_s);
-        close(fd);
-        return TP_ERR_BOOTSTRAP;
+    if (fd < 0) {
+        snprintf(why, why_len, "socket: %s", strerror(errno));
+        return -1;
     }
     int err = 0;
-    socklen_t el = sizeof(err);
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-    if (err != 0) {
-        errno = err;
-        goto err_refused;
+    int64_t start = tp_now_ns();
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
+        err = errno;
+    } else {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int64_t left = (until - tp_now_ns()) / 1000000;
+        if (poll(&p, 1, left > 0 ? (int)left : 0) != 1) {
+            snprintf(why, why_len, "no answer within %.1f s", (double)(until - start) / 1e9);
+            close(fd);
+            return -1;
+        }
+        socklen_t el = sizeof(err);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
     }
-    tp_status_t s = tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size),
-                                    deadline, name);
+    if (err != 0) {
+        snprintf(why, why_len, "%s", strerror(err));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/*
+ * Dials a lower rank for one direction, on each of its candidate addresses in turn (every one but the last gets
+ * at most TCP_ATTEMPT_NS): the claimed rank says which direction (rank: this rank sends on it; rank + size: this
+ * rank reads it).
+ */
+static tp_status_t dial(tcp_state_t *st, int peer, const char *addresses, int64_t deadline, int is_send)
+{
+    char list[TCP_CANDIDATES_MAX][96], why[TCP_CANDIDATES_MAX][128], name[160];
+    int n = 0;
+    for (const char *a = addresses; a != NULL && *a != '\0' && n < TCP_CANDIDATES_MAX; n++) {
+        size_t l = strcspn(a, ",");
+        snprintf(list[n], sizeof(list[n]), "%.*s", (int)(l < 95 ? l : 95), a);
+        a = a[l] == ',' ? a + l + 1 : NULL;
+    }
+    int first = st->conns[peer].first_candidate < n ? st->conns[peer].first_candidate : 0, fd = -1, i;
+    for (i = first; i < n && fd < 0; i++) {
+        int64_t until = deadline;
+        if (i + 1 < n && until - tp_now_ns() > TCP_ATTEMPT_NS) until = tp_now_ns() + TCP_ATTEMPT_NS;
+        fd = connect_one(list[i], until, why[i], sizeof(why[i]));
+        if (fd < 0 && tp_now_ns() >= deadline) {
+            i++;
+            break;
+        }
+    }
+    if (fd < 0) {
+        char all[600] = "";
+        size_t o = 0;
+        for (int k = first; k < i && o < sizeof(all) - 1; k++)
+            o += (size_t)snprintf(all + o, sizeof(all) - o, "%s%s: %s", k ? "; " : "", list[k], why[k]);
+        tp_log(TP_LOG_ERROR, "tcp", "rank %d: cannot connect (boot timeout %.0f s): %s", peer,
+               st->env.connect_timeout_s, n > 0 ? all : "no address");
+        return TP_ERR_BOOTSTRAP;
+    }
+    st->conns[peer].first_candidate = i - 1;
+    if (i - 1 > first) /* i - 1 is the address that worked: the ones tried before it did not */
+        for (int k = first; k < i - 1; k++)
+            tp_log(TP_LOG_WARN, "tcp", "rank %d: %s did not connect (%s); using %s", peer, list[k], why[k],
+                   list[i - 1]);
+    snprintf(name, sizeof(name), "rank %d (tcp %.95s)", peer, list[i - 1]);
+    tp_status_t s =
+        tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size), deadline, name);
     if (s != TP_OK) {
         close(fd);
         return s;
     }
+    report_connected(st, peer, fd);
     return conn_ready(st, peer, fd, is_send);
-err_refused:
-    tp_log(TP_LOG_ERROR, "tcp", "%s: cannot connect: %s", name, strerror(errno));
-    close(fd);
-    return TP_ERR_BOOTSTRAP;
 }
 
 typedef struct pending {
@@ -159,6 +222,7 @@ static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int
         close(fd);
         return TP_OK;
     }
+    report_connected(st, rank, fd);
     tp_status_t s = conn_ready(st, rank, fd, reads);
     if (s == TP_OK) (*missing)--;
     return s;
@@ -179,7 +243,8 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
             char list[256] = "";
             size_t off = 0;
             for (int r = st->env.rank + 1; r < st->size && off < sizeof(list) - 12; r++)
-                if (use[r] && (st->conns[r].fd < 0 || st->conns[r].sfd < 0)) off += (size_t)snprintf(list + off, sizeof(list) - off, " %d", r);
+                if (use[r] && (st->conns[r].fd < 0 || st->conns[r].sfd < 0))
+                    off += (size_t)snprintf(list + off, sizeof(list) - off, " %d", r);
             tp_log(TP_LOG_ERROR, "tcp", "ranks%s did not connect within the %.0f s boot timeout", list,
                    st->env.connect_timeout_s);
             s = TP_ERR_BOOTSTRAP;
@@ -195,8 +260,8 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
         for (int i = npend - 1; i >= 0; i--) {
             if (pfd[i + 1].revents == 0) continue;
             char why[160];
-            tp_auth_result_t r = tp_auth_accept_step(&pend[i].auth, pend[i].fd, st->job_key, TP_CONN_TCP, why,
-                                                     sizeof(why));
+            tp_auth_result_t r =
+                tp_auth_accept_step(&pend[i].auth, pend[i].fd, st->job_key, TP_CONN_TCP, why, sizeof(why));
             if (r == TP_AUTH_MORE) continue;
             int fd = pend[i].fd, rank = pend[i].auth.rank;
             pend[i] = pend[--npend];
