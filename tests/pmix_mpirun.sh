@@ -61,6 +61,18 @@ else
     echo "skip: no C compiler for the fake libpmix"
 fi
 
+# No libpmix at all (its directory hidden in a private mount namespace): started by a PMIx server, a rank says
+# it cannot use libpmix and fails at once, naming the file; it never runs as a singleton.
+PMIX_DIR=/usr/lib/x86_64-linux-gnu/pmix2
+if [ "$(id -u)" = 0 ] && [ -d "$PMIX_DIR" ] && unshare -m true 2>/dev/null; then
+    out=$(unshare -m sh -c "mount -t tmpfs tmpfs $PMIX_DIR && PMIX_NAMESPACE=x PMIX_RANK=0 timeout -k 2 20 $RANK_PROG boot" 2>&1)
+    st=$?
+    [ $st -ne 0 ] && echo "$out" | grep -q 'started by a PMIx server (PMIX_NAMESPACE=x) but cannot use libpmix.so.2: libpmix.so.2: cannot open shared object file' &&
+        ! echo "$out" | grep -q '^ready' && pass "missing libpmix named" || fail "missing libpmix: status $st: $out"
+else
+    echo "skip: hiding libpmix needs root, unshare and $PMIX_DIR"
+fi
+
 # tprun's own contract wins over inherited PMIx variables.
 out=$(PMIX_NAMESPACE=gone PMIX_RANK=0 timeout -k 2 20 "$TPRUN" -n 2 "$RANK_PROG" boot 2>&1)
 [ $? -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&

@@ -108,6 +108,34 @@ else
     echo "skip: no C compiler for the fake libpmix"
 fi
 
+# No libpmix at all (hidden in a private mount namespace): status 2 naming it, nothing started, nothing left.
+PMIX_DIR=/usr/lib/x86_64-linux-gnu/pmix2
+if [ "$(id -u)" = 0 ] && [ -d "$PMIX_DIR" ] && unshare -m true 2>/dev/null; then
+    out=$(unshare -m sh -c "mount -t tmpfs tmpfs $PMIX_DIR && timeout -k 5 30 $TPRUN --pmix -n 2 sh -c 'touch $TEST_DIR/started'" 2>&1)
+    st=$?
+    [ $st -eq 2 ] && echo "$out" | grep -q '^tprun: --pmix: cannot load libpmix.so.2: libpmix.so.2: cannot open shared object file' &&
+        [ ! -e "$TEST_DIR/started" ] && [ -z "$(leftover)" ] && pass "missing libpmix.so.2: named, status 2, nothing started" ||
+        fail "missing libpmix: status $st: $out"
+else
+    echo "skip: hiding libpmix needs root, unshare and $PMIX_DIR"
+fi
+
+# SIGTERM to tprun: forwarded, the ranks end, tprun removes the server's directory itself (no keeper needed).
+"$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$TEST_DIR/term.out" 2>&1 &
+tp=$!
+STARTED_PIDS+=($tp)
+for _ in $(seq 1 1000); do
+    [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
+    sleep 0.01
+done
+dir=$(leftover)
+kill -TERM "$tp"
+wait "$tp"
+st=$?
+[ -n "$dir" ] && [ $st -eq 143 ] && [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] &&
+    pass "tprun SIGTERMed: status 143, ranks gone, $dir removed" ||
+    fail "after SIGTERM of tprun: status $st, tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/term.out")"
+
 # libtp ranks under --pmix keep tprun's TP_* contract (TP_RANK wins over PMIX_*).
 out=$(tprun_pmix 30 --pmix -n 2 "$RANK_PROG" boot 2>&1)
 [ $? -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&

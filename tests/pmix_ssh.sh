@@ -86,8 +86,9 @@ for r in 0 1 3; do echo "$out" | grep -q "^rank $r: event PROC-ABORTED affected 
 wait_no_leftovers 5 || fail "left running: $(leftovers)"
 [ -z "$(leftover)" ] && pass "no server directory left after the abort and the death" || fail "left: $(leftover)"
 
-# b's agent SIGKILLed, then tprun SIGKILLed: the keepers remove what the dead processes could not.
-for victim in agent tprun; do
+# b's agent SIGKILLed, then tprun SIGKILLed: the keepers remove what the dead processes could not; then tprun
+# SIGTERMed: every agent ends its ranks and removes its own directory.
+for victim in agent tprun term; do
     in_ns a "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 4 -H a:2,b:2 "$CLIENT" abort -1 >"$D/$victim.out" 2>&1 &
     tp=$!
     TEST_PIDS+=($tp)
@@ -100,14 +101,18 @@ for victim in agent tprun; do
         for p in $(ip netns pids "$NS_B"); do
             tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--agent' && kill -KILL "$p"
         done
-    else
+    elif [ $victim = tprun ]; then
         kill -KILL "$tp"
+    else
+        kill -TERM "$tp"
     fi
     wait "$tp" 2>/dev/null
+    st=$?
+    [ $victim = term ] && [ $st != 143 ] && fail "tprun SIGTERMed: status $st, expected 143"
     wait_no_leftovers 5 && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] || fail "$victim killed: left running: $(leftovers)"
     for _ in $(seq 1 200); do [ -z "$(leftover)" ] && break; sleep 0.025; done
-    [ "$dirs" = 3 ] && [ -z "$(leftover)" ] && pass "$victim SIGKILLed: every rank gone, all 3 server directories removed" ||
-        fail "$victim SIGKILLed: $dirs directories before, left: '$(leftover)'; $(cat "$D/$victim.out")"
+    [ "$dirs" = 3 ] && [ -z "$(leftover)" ] && pass "$victim killed: every rank gone, all 3 server directories removed" ||
+        fail "$victim killed: $dirs directories before, left: '$(leftover)'; $(cat "$D/$victim.out")"
 done
 
 # A host whose libpmix.so.2 is not PMIx: the launch fails naming the host and the library; nothing runs anywhere.
