@@ -295,7 +295,9 @@ static int start_ranks(agent_t *A)
 static void loop(agent_t *A)
 {
     struct epoll_event ev[64];
-    while (!A->lost && (!A->go || A->running > 0)) {
+    /* Under --pmix the server stays until tprun ends the job: ranks on other hosts may still want this host's
+     * ranks' data after they ended. */
+    while (!A->lost && (!A->go || A->running > 0 || tprun_agent_pmix_on())) {
         int n = epoll_wait(A->epfd, ev, 64, -1);
         if (n < 0 && errno != EINTR) break;
         for (int k = 0; k < n && !A->lost; k++) {
@@ -349,12 +351,12 @@ static int agent_run(void)
     char server_ip[64], client_ip[64];
     own_addresses(server_ip, sizeof(server_ip), client_ip, sizeof(client_ip));
     if (A->job.listen) {
-        /* TP_IFNAME chooses the interface rank 0 listens on; otherwise the one ssh reached. */
+        /* Rank 0 listens on every interface; the ranks try them in turn: TP_IFNAME's (in order), else the one ssh
+         * reached first. A dead interface then costs a fallback, not the job. */
         const char *spec = tp_config_value("TP_IFNAME");
-        if (spec != NULL && spec[0] != '\0' && tp_iface_first_ip(spec, server_ip, sizeof(server_ip)) != TP_OK)
+        if (tp_iface_boot_ips(spec, server_ip, A->job.boot_ip, sizeof(A->job.boot_ip)) != TP_OK)
             return refuse("TP_IFNAME=\"%s\": no IPv4 interface of this host matches", spec);
-        A->job.boot_bind = spec != NULL && spec[0] != '\0' ? server_ip : "0.0.0.0";
-        snprintf(A->job.boot_ip, sizeof(A->job.boot_ip), "%s", server_ip);
+        A->job.boot_bind = "0.0.0.0";
     }
     sigset_t sigs;
     sigemptyset(&sigs);

@@ -325,7 +325,7 @@ static void on_agent_launch_line(void *ctx, char *line, size_t len)
     tprun_agent_t *a = ctx;
     line[len - 1] = '\0';
     if (strncmp(line, "ready ", 6) == 0 && a->state == AGENT_CONNECTING &&
-        sscanf(line + 6, "%63s %d %63s", a->ready_ip, &a->ready_port, a->client_ip) == 3) {
+        sscanf(line + 6, "%255s %d %63s", a->ready_ip, &a->ready_port, a->client_ip) == 3) {
         a->state = AGENT_READY;
     } else if (strncmp(line, "error ", 6) == 0) {
         tprun_wire_unescape(line + 6);
@@ -497,7 +497,7 @@ int tprun_agents_launch(tprun_loop_t *L)
     } else {
         snprintf(job->boot_ip, sizeof(job->boot_ip), "%s", A->a[0].client_ip);
     }
-    char go[128];
+    char go[320];
     snprintf(go, sizeof(go), "go %s:%d\n", job->boot_ip, job->boot_port);
     tp_log(TP_LOG_DEBUG, "ssh", "every agent is ready; rank 0's bootstrap at %s:%d", job->boot_ip, job->boot_port);
     agents_epfd = L->epfd;

@@ -33,7 +33,7 @@ typedef struct tprun_agent {
     tprun_stream_t out; /* ssh's stdout: the agent's messages, one per line */
     tprun_stream_t err; /* ssh's stderr: ssh's own messages and the agent's */
     double deadline;    /* the launch fails if the agent has not answered by then */
-    char ready_ip[64];  /* where this host reached: its end of the ssh connection */
+    char ready_ip[256]; /* where this host is reached, best first ("ip,ip"): rank 0's bootstrap on its host */
     char client_ip[64]; /* tprun's end of the ssh connection, as this host sees it */
     int ready_port;     /* rank 0's bootstrap listener, on the host of rank 0 */
     char error[1024];   /* why it failed: its "error" message, else ssh's last line on stderr */

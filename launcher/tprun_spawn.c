@@ -24,6 +24,7 @@
 #define TPRUN_RANK_VARS 16
 /* Room for one per-rank or shared "NAME=value" string (the job id aside). */
 #define TPRUN_VAR_LEN 64
+#define TPRUN_BOOT_ADDRS_MAX 16 /* addresses of rank 0's host in TP_BOOT_ADDR, at most */
 
 static tp_status_t random_hex(char *out, size_t bytes)
 {
@@ -92,7 +93,8 @@ tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_)
     job->envp = calloc(np, sizeof(*job->envp));
     job->envp_mem = calloc(np * per_rank, sizeof(char *));
     /* Shared strings first (11 of them, one the job id), then 4 numbers per rank. */
-    job->env_strings = malloc((13 + 4 * np) * TPRUN_VAR_LEN + sizeof(job->job_id) + sizeof(job->host));
+    job->env_strings = malloc((13 + 4 * np) * TPRUN_VAR_LEN + sizeof(job->job_id) + sizeof(job->host) +
+                              2 * (sizeof(job->boot_ip) + 8 * TPRUN_BOOT_ADDRS_MAX));
     if (job->envp == NULL || job->envp_mem == NULL || job->env_strings == NULL) {
         tp_log(TP_LOG_ERROR, "spawn", "out of memory for %d ranks' environments", job->np);
         return TP_ERR_NO_MEMORY;
@@ -106,11 +108,19 @@ tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_)
     TPRUN_ADD_STRING(node, "TP_NODE_RANK=%d", job->node_rank);
     TPRUN_ADD_STRING(job_id, "TP_JOB_ID=%s", job->job_id);
     TPRUN_ADD_STRING(key, "TP_JOB_KEY=%s", job->job_key);
-    TPRUN_ADD_STRING(addr, "TP_BOOT_ADDR=%s:%d", job->boot_ip, job->boot_port);
+    /* TP_BOOT_ADDR: every address of rank 0's host to try, best first, each with the port. */
+    addr = s;
+    s += sprintf(s, "TP_BOOT_ADDR=");
+    for (const char *ip = job->boot_ip; *ip != '\0';) {
+        size_t l = strcspn(ip, ",");
+        s += sprintf(s, "%s%.*s:%d", ip == job->boot_ip ? "" : ",", (int)l, ip, job->boot_port);
+        ip += l + (ip[l] == ',');
+    }
+    s++;
     TPRUN_ADD_STRING(boot_fd, "TP_BOOT_FD=%d", TPRUN_BOOT_FD);
     TPRUN_ADD_STRING(t_world, "WORLD_SIZE=%d", job->world_size);
     TPRUN_ADD_STRING(t_local_world, "LOCAL_WORLD_SIZE=%d", job->local_size);
-    TPRUN_ADD_STRING(t_addr, "MASTER_ADDR=%s", job->boot_ip);
+    TPRUN_ADD_STRING(t_addr, "MASTER_ADDR=%.*s", (int)strcspn(job->boot_ip, ","), job->boot_ip);
     if (job->host_var != NULL) TPRUN_ADD_STRING(host_var, "TP_HOST=%.255s", job->host_var);
     if (plan->report_bindings) TPRUN_ADD_STRING(report, "TP_REPORT_BINDINGS=1");
     TPRUN_ADD_STRING(t_port, "MASTER_PORT=%d", job->boot_port);

@@ -41,7 +41,7 @@ typedef struct tprun_job {
     int node_rank;
     int listen;         /* rank 0 is started here: bind its bootstrap listener */
     const char *boot_bind; /* the listener's address: NULL for 127.0.0.1, else an IPv4 address (0.0.0.0: any) */
-    char boot_ip[64];   /* the host part of TP_BOOT_ADDR and MASTER_ADDR */
+    char boot_ip[256];  /* rank 0's bootstrap host(s): "ip" or "ip,ip,..." best first (TP_BOOT_ADDR; MASTER_ADDR: the first) */
     int boot_index;     /* index in ranks of the rank that inherits the listener, or -1 */
     int stdin_index;    /* index in ranks of the rank that gets tprun's stdin, or -1 */
     int defer_envs;     /* tprun_job_prepare leaves the environments to tprun_job_build_envs */

@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime_iface.h"
@@ -17,7 +17,7 @@
 #include "runtime_record.h"
 #include "runtime_wire.h"
 
-#define RECORD_MAX (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + 4096)
+#define RECORD_MAX    (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + 4096)
 #define PENDING_EXTRA 64 /* connections beyond the world size still being authenticated */
 
 enum { CONN_AUTH, CONN_RECORD, CONN_IN };
@@ -46,8 +46,8 @@ static tp_status_t root_listen(tp_world_t *w)
 {
     char why[256];
     if (w->boot_listen_fd < 0) {
-        tp_status_t s = tp_tcp_listen(NULL, w->boot_port, w->size + PENDING_EXTRA, &w->boot_listen_fd, why,
-                                      sizeof(why));
+        tp_status_t s =
+            tp_tcp_listen(NULL, w->boot_port, w->size + PENDING_EXTRA, &w->boot_listen_fd, why, sizeof(why));
         if (s != TP_OK) {
             tp_log(TP_LOG_ERROR, "boot", "rank 0: %s (is another job using port %d? set TP_BOOT_ADDR)", why,
                    w->boot_port);
@@ -62,40 +62,78 @@ static tp_status_t root_listen(tp_world_t *w)
     return TP_OK;
 }
 
+/* An address of rank 0's host that is not the last to try gets at most this long to answer a connect. */
+#define BOOT_ATTEMPT_NS 2000000000LL
+#define BOOT_ADDRS_MAX  16
+
+/* The addresses to try: TP_BOOT_ADDR's, best first ("host" and port each). */
+static int boot_addresses(const tp_world_t *w, char hosts[][TP_HOST_MAX], int *ports)
+{
+    int n = 0;
+    snprintf(hosts[n], TP_HOST_MAX, "%s", w->boot_host);
+    ports[n++] = w->boot_port;
+    for (const char *p = w->boot_more; *p != '\0' && n < BOOT_ADDRS_MAX;) {
+        size_t l = strcspn(p, ",");
+        const char *colon = memrchr(p, ':', l);
+        if (colon != NULL && (size_t)(colon - p) < TP_HOST_MAX) {
+            snprintf(hosts[n], TP_HOST_MAX, "%.*s", (int)(colon - p), p);
+            ports[n++] = atoi(colon + 1);
+        }
+        p += l + (p[l] == ',');
+    }
+    return n;
+}
+
 tp_status_t tp_boot_connect(tp_world_t *w)
 {
     if (w->rank == 0) return root_listen(w);
     int64_t start = tp_now_ns(), deadline = start + seconds_ns(w->boot_timeout_s);
     int64_t next_report = start + seconds_ns(w->boot_report_s), backoff = 1000000;
-    char peer[TP_HOST_MAX + 64], why[256] = "";
-    snprintf(peer, sizeof(peer), "rank 0's bootstrap at %s:%d", w->boot_host, w->boot_port);
+    char hosts[BOOT_ADDRS_MAX][TP_HOST_MAX], peer[TP_HOST_MAX + 64], why[BOOT_ADDRS_MAX][256];
+    int ports[BOOT_ADDRS_MAX], n = boot_addresses(w, hosts, ports);
+    for (int k = 0; k < n; k++) why[k][0] = '\0';
     for (;;) {
-        int fd;
-        tp_status_t s = tp_tcp_connect(w->boot_host, w->boot_port, deadline, &fd, why, sizeof(why));
-        if (s == TP_ERR_INVALID) {
-            tp_log(TP_LOG_ERROR, "boot", "%s: %s", peer, why);
-            return TP_ERR_BOOTSTRAP;
-        }
-        if (s == TP_OK) {
+        /* One round over the addresses: a refused one (the listener not up yet) or a dead one gives way to the next. */
+        for (int k = 0; k < n; k++) {
+            int fd;
+            int64_t until = deadline;
+            if (n > 1 && until - tp_now_ns() > BOOT_ATTEMPT_NS) until = tp_now_ns() + BOOT_ATTEMPT_NS;
+            snprintf(peer, sizeof(peer), "rank 0's bootstrap at %s:%d", hosts[k], ports[k]);
+            tp_status_t s = tp_tcp_connect(hosts[k], ports[k], until, &fd, why[k], sizeof(why[k]));
+            if (s == TP_ERR_INVALID) {
+                tp_log(TP_LOG_ERROR, "boot", "%s: %s", peer, why[k]);
+                return TP_ERR_BOOTSTRAP;
+            }
+            if (s != TP_OK) continue;
             s = tp_auth_connect(fd, w->job_key, TP_CONN_BOOT, w->rank, deadline, peer);
             if (s == TP_OK) {
+                for (int j = 0; j < k; j++)
+                    tp_log(TP_LOG_WARN, "boot", "rank 0's bootstrap at %s:%d did not answer (%s); checked in at %s:%d",
+                           hosts[j], ports[j], why[j], hosts[k], ports[k]);
                 w->boot_fd = fd;
                 tp_socket_local_ip(fd, w->advertise_ip, sizeof(w->advertise_ip));
                 return TP_OK;
             }
             close(fd);
             if (s == TP_ERR_PROTOCOL) return TP_ERR_BOOTSTRAP;
-            snprintf(why, sizeof(why), "%s", s == TP_ERR_BOOTSTRAP ? "no answer to the handshake"
-                                                                    : "it closed the connection during the handshake");
+            snprintf(why[k], sizeof(why[k]), "%s",
+                     s == TP_ERR_BOOTSTRAP ? "no answer to the handshake"
+                                           : "it closed the connection during the handshake");
         }
+        /* "rank 0's bootstrap at H:P (why)", or with several addresses each with its own reason. */
+        char all[1200];
+        size_t o = (size_t)snprintf(all, sizeof(all), "rank 0's bootstrap at ");
+        for (int k = 0; k < n && o < sizeof(all) - 1; k++)
+            o += (size_t)snprintf(all + o, sizeof(all) - o, "%s%s:%d (%s)", k ? ", " : "", hosts[k], ports[k], why[k]);
         int64_t now = tp_now_ns();
         if (now >= deadline) {
-            tp_log(TP_LOG_ERROR, "boot", "bootstrap timed out after %g s: could not check in with %s (%s); "
-                   "waiting for rank 0", w->boot_timeout_s, peer, why);
+            tp_log(TP_LOG_ERROR, "boot",
+                   "bootstrap timed out after %g s: could not check in with %s; waiting for rank 0", w->boot_timeout_s,
+                   all);
             return TP_ERR_BOOTSTRAP;
         }
         if (now >= next_report) {
-            tp_log(TP_LOG_WARN, "boot", "waiting for rank 0: %s: %s", peer, why);
+            tp_log(TP_LOG_WARN, "boot", "waiting for rank 0: %s", all);
             next_report = now + seconds_ns(w->boot_report_s);
         }
         struct timespec ts = {0, (long)backoff};
@@ -158,8 +196,8 @@ static void root_accept(tp_world_t *w, boot_conn_t *conns, int *nconns, int cap)
 }
 
 /* Handles one readable connection; returns a job-fatal status with msg set, or TP_OK. */
-static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *checkins, int *in, int *checked,
-                                char *msg, size_t msg_len)
+static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *checkins, int *in, int *checked, char *msg,
+                                size_t msg_len)
 {
     char why[256];
     if (c->state == CONN_AUTH) {
@@ -205,8 +243,7 @@ static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *che
     }
     if (in[c->rank]) {
         snprintf(msg, msg_len, "rank %d checked in twice: pid %d on %s and pid %d on %s", c->rank,
-                 (int)checkins[c->rank].record.pid, checkins[c->rank].record.host, (int)ci.record.pid,
-                 ci.record.host);
+                 (int)checkins[c->rank].record.pid, checkins[c->rank].record.host, (int)ci.record.pid, ci.record.host);
         tp_checkin_free(&ci);
         return TP_ERR_BOOTSTRAP;
     }
@@ -275,8 +312,8 @@ static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
         }
         if (now >= next_report) {
             missing_ranks(in, w->size, list, sizeof(list));
-            tp_log(TP_LOG_WARN, "boot", "waiting for rank%s %s: %d/%d checked in", w->size - checked > 1 ? "s" : "", list,
-                   checked, w->size);
+            tp_log(TP_LOG_WARN, "boot", "waiting for rank%s %s: %d/%d checked in", w->size - checked > 1 ? "s" : "",
+                   list, checked, w->size);
             next_report = now + seconds_ns(w->boot_report_s);
         }
         int64_t until = next_report < deadline ? next_report : deadline;
@@ -331,7 +368,8 @@ static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
         tp_read_result_t r = tp_msg_reader_step(rd, w->boot_fd, why, sizeof(why));
         if (r == TP_READ_MSG) return TP_OK;
         if (r == TP_READ_EOF) {
-            tp_log(TP_LOG_ERROR, "boot", "rank 0 closed the bootstrap connection before sending the table "
+            tp_log(TP_LOG_ERROR, "boot",
+                   "rank 0 closed the bootstrap connection before sending the table "
                    "(rank 0 failed; its own message says why)");
             return TP_ERR_BOOTSTRAP;
         }
@@ -341,8 +379,10 @@ static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
         }
         int64_t now = tp_now_ns();
         if (now >= deadline) {
-            tp_log(TP_LOG_ERROR, "boot", "bootstrap timed out: checked in with rank 0 but no table came within "
-                   "%g s", w->boot_timeout_s + 5);
+            tp_log(TP_LOG_ERROR, "boot",
+                   "bootstrap timed out: checked in with rank 0 but no table came within "
+                   "%g s",
+                   w->boot_timeout_s + 5);
             return TP_ERR_BOOTSTRAP;
         }
         if (now >= next_report) {
@@ -405,8 +445,11 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
         return TP_ERR_NO_MEMORY;
     }
     for (int r = 0; r < w->size; r++) w->fate_fds[r] = -1;
-    tp_peer_record_t me = {.rank = w->rank, .local_rank = w->local_rank, .local_size = w->local_size,
-                           .node_rank = w->node_rank, .pid = getpid()};
+    tp_peer_record_t me = {.rank = w->rank,
+                           .local_rank = w->local_rank,
+                           .local_size = w->local_size,
+                           .node_rank = w->node_rank,
+                           .pid = getpid()};
     /* The launcher's name for this host: hosts that share a kernel (namespaces, containers) share gethostname. */
     const char *host = getenv("TP_HOST");
     if (host != NULL && host[0] != '\0') snprintf(me.host, sizeof(me.host), "%s", host);

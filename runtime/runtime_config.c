@@ -23,7 +23,7 @@ const tp_config_entry_t tp_config_table[] = {
     {"TP_JOB_ID", "job_id", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
      "the job's id, the same on every rank"},
     {"TP_BOOT_ADDR", "boot_addr", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
-     "host:port of rank 0's bootstrap listener"},
+     "host:port of rank 0's bootstrap listener; several, comma-separated, are tried in turn (2 s each but the last)"},
     {"TP_BOOT_FD", "boot_fd", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL,
      "rank 0 only: an inherited listening socket for the bootstrap (tprun binds it, so no port is guessed)"},
     {"TP_HOST", "host", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,

@@ -66,6 +66,43 @@ static tp_status_t parse_host_port(const char *name, const char *text, char *hos
     return TP_OK;
 }
 
+/* TP_BOOT_ADDR: "host:port", or several comma-separated, best first (every address of rank 0's host). */
+static tp_status_t parse_boot_addrs(tp_world_t *w, const char *addrs)
+{
+    char first[TP_HOST_MAX + 8], host[TP_HOST_MAX];
+    size_t n = strcspn(addrs, ",");
+    if (n >= sizeof(first)) {
+        tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: \"%.60s...\" is too long for host:port", addrs);
+        return TP_ERR_INVALID;
+    }
+    memcpy(first, addrs, n);
+    first[n] = '\0';
+    tp_status_t s = parse_host_port("TP_BOOT_ADDR", first, w->boot_host, sizeof(w->boot_host), &w->boot_port);
+    const char *more = addrs[n] == ',' ? addrs + n + 1 : "";
+    if (s == TP_OK && strlen(more) >= sizeof(w->boot_more)) {
+        tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: more than %zu bytes of addresses", sizeof(w->boot_more) - 1);
+        return TP_ERR_INVALID;
+    }
+    /* Every entry must be one: a typo in the third address is an error now, not a surprise at a fallback. */
+    for (const char *p = more; s == TP_OK && *p != '\0';) {
+        size_t l = strcspn(p, ",");
+        int port;
+        snprintf(first, sizeof(first), "%.*s", (int)(l < sizeof(first) - 1 ? l : sizeof(first) - 1), p);
+        if (l == 0 || l >= sizeof(first) ||
+            (s = parse_host_port("TP_BOOT_ADDR", first, host, sizeof(host), &port)) != TP_OK) {
+            if (s == TP_OK) tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: an empty or too long entry in \"%s\"", addrs);
+            return TP_ERR_INVALID;
+        }
+        p += l + (p[l] == ',');
+        if (p[-1] == ',' && *p == '\0') {
+            tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: an empty entry at the end of \"%s\"", addrs);
+            return TP_ERR_INVALID;
+        }
+    }
+    if (s == TP_OK) snprintf(w->boot_more, sizeof(w->boot_more), "%s", more);
+    return s;
+}
+
 static tp_status_t read_tprun(tp_world_t *w)
 {
     tp_status_t s;
@@ -85,8 +122,7 @@ static tp_status_t read_tprun(tp_world_t *w)
         tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR is not set (the launcher must set it to rank 0's host:port)");
         return TP_ERR_INVALID;
     }
-    if ((s = parse_host_port("TP_BOOT_ADDR", addr, w->boot_host, sizeof(w->boot_host), &w->boot_port)) != TP_OK)
-        return s;
+    if ((s = parse_boot_addrs(w, addr)) != TP_OK) return s;
     const char *id = getenv("TP_JOB_ID");
     snprintf(w->job_id, sizeof(w->job_id), "%s", id ? id : addr);
     int fd = -1;
@@ -116,13 +152,14 @@ static tp_status_t read_torchrun(tp_world_t *w)
     const char *run_id = getenv("TORCHELASTIC_RUN_ID");
     const char *addr = getenv("TP_BOOT_ADDR");
     if (addr != NULL) {
-        if ((s = parse_host_port("TP_BOOT_ADDR", addr, w->boot_host, sizeof(w->boot_host), &w->boot_port)) != TP_OK)
-            return s;
+        if ((s = parse_boot_addrs(w, addr)) != TP_OK) return s;
     } else {
         const char *maddr = getenv("MASTER_ADDR"), *mport = getenv("MASTER_PORT");
         if (maddr == NULL || mport == NULL) {
-            tp_log(TP_LOG_ERROR, "env", "RANK and WORLD_SIZE are set but %s is not (torchrun-style jobs need "
-                   "MASTER_ADDR and MASTER_PORT, or TP_BOOT_ADDR)", maddr == NULL ? "MASTER_ADDR" : "MASTER_PORT");
+            tp_log(TP_LOG_ERROR, "env",
+                   "RANK and WORLD_SIZE are set but %s is not (torchrun-style jobs need "
+                   "MASTER_ADDR and MASTER_PORT, or TP_BOOT_ADDR)",
+                   maddr == NULL ? "MASTER_ADDR" : "MASTER_PORT");
             return TP_ERR_INVALID;
         }
         int port;
@@ -180,12 +217,9 @@ tp_status_t tp_world_from_env(tp_world_t *w)
     tp_log_set_level((tp_log_level_t)tp_log_level_parse(tp_config_value("TP_LOG_LEVEL")));
     tp_status_t s = read_settings(w);
     if (s != TP_OK) return s;
-    if (getenv("TP_RANK") != NULL)
-        s = read_tprun(w);
-    else if (tp_pmix_started()) /* PMIx hook: started by mpirun or srun --mpi=pmix */
-        s = tp_pmix_world(w);
-    else if (getenv("RANK") != NULL || getenv("WORLD_SIZE") != NULL)
-        s = read_torchrun(w);
+    if (getenv("TP_RANK") != NULL) s = read_tprun(w);
+    else if (tp_pmix_started()) /* PMIx hook: started by mpirun or srun --mpi=pmix */ s = tp_pmix_world(w);
+    else if (getenv("RANK") != NULL || getenv("WORLD_SIZE") != NULL) s = read_torchrun(w);
     else {
         w->source = TP_WORLD_SINGLETON;
         w->size = 1;
@@ -198,8 +232,7 @@ tp_status_t tp_world_from_env(tp_world_t *w)
         return TP_ERR_INVALID;
     }
     if (w->local_size >= 0 && w->local_rank >= w->local_size) {
-        tp_log(TP_LOG_ERROR, "env", "local rank %d is not below the local world size %d", w->local_rank,
-               w->local_size);
+        tp_log(TP_LOG_ERROR, "env", "local rank %d is not below the local world size %d", w->local_rank, w->local_size);
         return TP_ERR_INVALID;
     }
     tp_log_set_rank(w->rank);

@@ -25,8 +25,7 @@ int tp_ifname_match(const char *spec, const char *name)
     int hit = 0;
     for (const char *p = spec; *p != '\0' && !hit;) {
         size_t len = strcspn(p, ",");
-        if (len > 0)
-            hit = exact ? strlen(name) == len && strncmp(name, p, len) == 0 : strncmp(name, p, len) == 0;
+        if (len > 0) hit = exact ? strlen(name) == len && strncmp(name, p, len) == 0 : strncmp(name, p, len) == 0;
         p += len + (p[len] == ',');
     }
     return exclude ? !hit : hit;
@@ -64,11 +63,15 @@ int tp_iface_list(const char *spec, tp_iface_t *out, int max, tp_iface_t *reject
     return n;
 }
 
-tp_status_t tp_iface_first_ip(const char *spec, char *ip, size_t len)
+tp_status_t tp_iface_boot_ips(const char *spec, const char *preferred, char *out, size_t len)
 {
     tp_iface_t ifs[TP_IFACES_MAX];
-    if (tp_iface_list(spec, ifs, TP_IFACES_MAX, NULL, NULL) == 0) return TP_ERR_NOT_FOUND;
-    snprintf(ip, len, "%s", ifs[0].ip);
+    int n = tp_iface_list(spec, ifs, TP_IFACES_MAX, NULL, NULL), with_spec = spec != NULL && spec[0] != '\0';
+    if (with_spec && n == 0) return TP_ERR_NOT_FOUND;
+    size_t o = (size_t)snprintf(out, len, "%s", with_spec ? "" : preferred);
+    for (int i = 0; i < n && o + 17 < len; i++)
+        if (with_spec || strcmp(ifs[i].ip, preferred) != 0)
+            o += (size_t)snprintf(out + o, len - o, "%s%s", o ? "," : "", ifs[i].ip);
     return TP_OK;
 }
 
@@ -201,13 +204,15 @@ void tp_iface_choose(tp_world_t *w, int p, char *addr, size_t len)
     int n = tp_iface_candidates(st->mine, st->nmine, theirs, nt > 0 ? nt : 0, w->peers[p].boot_ip, cands, via,
                                 TP_IFACE_CANDIDATES, &shared);
     if (shared == 0)
-        tp_log(TP_LOG_WARN, "iface", "rank %d (host %s): no /24 shared with it (this rank: %s; it: %s)%s; using "
-               "the routed address %s, where its bootstrap connection came from", p, w->peers[p].host,
-               w->peers[w->rank].ifaces[0] ? w->peers[w->rank].ifaces : "none",
+        tp_log(TP_LOG_WARN, "iface",
+               "rank %d (host %s): no /24 shared with it (this rank: %s; it: %s)%s; using "
+               "the routed address %s, where its bootstrap connection came from",
+               p, w->peers[p].host, w->peers[w->rank].ifaces[0] ? w->peers[w->rank].ifaces : "none",
                w->peers[p].ifaces[0] ? w->peers[p].ifaces : "none",
                tp_config_value("TP_IFNAME")[0] ? " (after TP_IFNAME)" : "", n > 0 ? cands[0] : w->peers[p].boot_ip);
     size_t o = 0;
-    for (int i = 0; i < n && o + 24 < len; i++) o += (size_t)snprintf(addr + o, len - o, "%s%s:%s", i ? "," : "", cands[i], port);
+    for (int i = 0; i < n && o + 24 < len; i++)
+        o += (size_t)snprintf(addr + o, len - o, "%s%s:%s", i ? "," : "", cands[i], port);
     if (n == 0) snprintf(addr, len, "%s:%s", w->peers[p].boot_ip, port);
 }
 
@@ -283,8 +288,8 @@ void tp_iface_finish(tp_world_t *w)
         if (strstr(have, key) == NULL && ulen < sizeof(used))
             ulen += (size_t)snprintf(used + ulen, sizeof(used) - ulen, "%s%s", ulen ? "," : "", name);
         if (rep)
-            report(w, "rank %d (host %s): %s %s %s %s (%s; the TCP connect on it succeeded)", p, w->peers[p].host,
-                   name, l->local_ip, p < w->rank ? "->" : "<-", l->peer_ip,
+            report(w, "rank %d (host %s): %s %s %s %s (%s; the TCP connect on it succeeded)", p, w->peers[p].host, name,
+                   l->local_ip, p < w->rank ? "->" : "<-", l->peer_ip,
                    l->shared ? "a /24 both share" : "routed: no /24 shared");
     }
     if (rep) {
@@ -310,8 +315,7 @@ void tp_iface_finish(tp_world_t *w)
             char subnet[20];
             struct in_addr a = {htonl(net)};
             inet_ntop(AF_INET, &a, subnet, sizeof(subnet));
-            if (peer_has < 0)
-                report(w, "%s %s: not used: no peer has %s/24", st->mine[i].name, st->mine[i].ip, subnet);
+            if (peer_has < 0) report(w, "%s %s: not used: no peer has %s/24", st->mine[i].name, st->mine[i].ip, subnet);
             else
                 report(w, "%s %s: not used: rank %d shares %s/24, but an interface listed before it was chosen",
                        st->mine[i].name, st->mine[i].ip, peer_has, subnet);

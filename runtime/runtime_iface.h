@@ -26,8 +26,10 @@ int tp_ifname_match(const char *spec, const char *name);
  * rejected (when not NULL). Returns how many are in out. */
 int tp_iface_list(const char *spec, tp_iface_t *out, int max, tp_iface_t *rejected, int *num_rejected);
 
-/* The address of the first interface the filter passes. */
-tp_status_t tp_iface_first_ip(const char *spec, char *ip, size_t len);
+/* Where rank 0's bootstrap may be reached, best first, comma-separated: every interface the filter passes, or
+ * without a filter preferred (the address ssh reached) and then this host's other interfaces. TP_ERR_NOT_FOUND
+ * when a filter passes none. */
+tp_status_t tp_iface_boot_ips(const char *spec, const char *preferred, char *out, size_t len);
 
 /* "name:ip/prefix,..." and back; parse refuses anything malformed (returns -1). */
 int tp_iface_format(const tp_iface_t *ifs, int n, char *out, size_t len);

@@ -49,8 +49,9 @@ typedef struct tp_world {
     int node_rank;
     char job_id[TP_JOB_ID_MAX];
     uint8_t job_key[TP_JOB_KEY_BYTES];
-    char boot_host[TP_HOST_MAX]; /* rank 0's bootstrap listener */
+    char boot_host[TP_HOST_MAX]; /* rank 0's bootstrap listener (the first of boot_more's addresses) */
     int boot_port;
+    char boot_more[TP_ADDRS_MAX]; /* TP_BOOT_ADDR's other "host:port" entries, tried in turn ("" for none) */
     int boot_listen_fd; /* rank 0: the listener (inherited from tprun, or bound); -1 elsewhere */
     int boot_fd;        /* other ranks: the authenticated connection to rank 0 (kept for fate) */
     char advertise_ip[64]; /* this rank's address as peers reach it (the bootstrap connection's local end) */

@@ -29,6 +29,25 @@ st=$?
 [ $st != 0 ] && grep -q "could not check in with rank 0's bootstrap at 127.0.0.1:$port" "$TEST_DIR/r.err" &&
     pass "rank 0 missing is named" || fail "rank 0 missing: status $st: $(cat "$TEST_DIR/r.err")"
 
+# TP_BOOT_ADDR with several addresses: one that refuses gives way to the next, with a warning naming it; a
+# malformed later entry is an error at once.
+port=$(free_port) dead=$(free_port)
+tp_env() { env TP_RANK=$1 TP_WORLD_SIZE=2 TP_LOCAL_RANK=$1 TP_LOCAL_WORLD_SIZE=2 TP_NODE_RANK=0 TP_JOB_ID=alts \
+    TP_JOB_KEY=00112233445566778899aabbccddeeff TP_BOOT_ADDR=$2 timeout 20 "$RANK_PROG" boot; }
+tp_env 0 127.0.0.1:$port >"$TEST_DIR/a0.out" 2>"$TEST_DIR/a0.err" &
+STARTED_PIDS+=($!)
+tp_env 1 127.0.0.1:$dead,127.0.0.1:$port >"$TEST_DIR/a1.out" 2>"$TEST_DIR/a1.err"
+st=$?
+wait
+[ $st = 0 ] && grep -q "^ready rank 1 of 2" "$TEST_DIR/a1.out" &&
+    grep -q "boot: warning: rank 0's bootstrap at 127.0.0.1:$dead did not answer (Connection refused); checked in at 127.0.0.1:$port" "$TEST_DIR/a1.err" &&
+    pass "TP_BOOT_ADDR's second address used when the first refuses, with a warning" ||
+    fail "TP_BOOT_ADDR fallback: status $st: $(cat "$TEST_DIR/a1.out" "$TEST_DIR/a1.err")"
+out=$(tp_env 1 127.0.0.1:$port,127.0.0.1:x 2>&1)
+st=$?
+[ $st != 0 ] && echo "$out" | grep -q 'TP_BOOT_ADDR: expected host:port, got "127.0.0.1:x"' &&
+    pass "a malformed second TP_BOOT_ADDR entry is refused by name" || fail "bad TP_BOOT_ADDR entry: status $st: $out"
+
 if [ -x "$TPRUN" ]; then
     # Under tprun the listener exists before any rank: a rank that never calls tp_init is named by rank 0.
     out=$(TP_BOOT_TIMEOUT=1 timeout 20 "$TPRUN" -n 3 sh -c \
