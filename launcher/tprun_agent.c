@@ -22,6 +22,7 @@
 #define ID_CHANNEL 0xfffffff1u
 #define ID_SIGNALS 0xfffffff0u
 #define ID_PMIX_EVENTS 0xfffffff2u
+#define ID_STDIN_PIPE 0xfffffff3u
 
 typedef struct agent {
     tprun_plan_t plan;
@@ -35,7 +36,13 @@ typedef struct agent {
     long long oom_base;
     tprun_stream_t channel; /* stdin: the plan's remainder and commands */
     tprun_prefix_t *err_prefix;
-    char boot_addr[128];
+    char boot_addr[320];
+    /* rank 0's stdin, from tprun: bytes received and not yet written into its pipe */
+    int stdin_on;
+    unsigned char *in_buf;
+    size_t in_len, in_cap;
+    int in_eof;     /* tprun sent the end of input */
+    int in_waiting; /* the pipe is in the epoll for EPOLLOUT */
 } agent_t;
 
 static agent_t G;
@@ -132,6 +139,8 @@ static int apply_plan(agent_t *A, char *text)
             snprintf(J->job_key, sizeof(J->job_key), "%s", v);
         } else if (strcmp(line, "torch") == 0) {
             P->torch_env = atoi(v);
+        } else if (strcmp(line, "stdin") == 0) {
+            A->stdin_on = atoi(v);
         } else if (strcmp(line, "report") == 0) {
             P->report_bindings = atoi(v);
         } else if (strcmp(line, "prog") == 0) {
@@ -181,6 +190,7 @@ static int apply_plan(agent_t *A, char *text)
         J->ranks[i].agent = -1;
         if (ids[i] == 0) J->boot_index = i, J->listen = 1;
     }
+    if (A->stdin_on && J->boot_index >= 0) J->stdin_index = J->boot_index, J->stdin_forwarded = 1;
     free(ids);
     return 0;
 }
@@ -206,6 +216,76 @@ static void kill_all(agent_t *A, int sig)
     }
 }
 
+/* Writes what tprun sent into rank 0's stdin, acknowledges it ("ia N"), and closes the pipe at the end of input.
+ * A rank 0 that stopped reading (EPIPE) makes the agent say "ie": tprun stops sending. */
+static void stdin_flush(agent_t *A)
+{
+    int fd = A->job.stdin_pipe[1];
+    size_t done = 0;
+    while (fd >= 0 && done < A->in_len) {
+        ssize_t w = write(fd, A->in_buf + done, A->in_len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) break;
+        if (w < 0) { /* rank 0 closed its stdin or ended: drop the rest */
+            epoll_ctl(A->epfd, EPOLL_CTL_DEL, fd, NULL);
+            close(fd);
+            A->job.stdin_pipe[1] = fd = -1;
+            A->in_waiting = 0;
+            send_line("ie");
+            done = A->in_len;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (done > 0) {
+        memmove(A->in_buf, A->in_buf + done, A->in_len - done);
+        A->in_len -= done;
+        if (fd >= 0) send_line("ia %zu", done);
+    }
+    if (fd < 0) return;
+    if (A->in_len == 0 && A->in_eof) {
+        if (A->in_waiting) epoll_ctl(A->epfd, EPOLL_CTL_DEL, fd, NULL);
+        close(fd);
+        A->job.stdin_pipe[1] = -1;
+        A->in_waiting = 0;
+        return;
+    }
+    int want = A->in_len > 0;
+    if (want != A->in_waiting) {
+        struct epoll_event e = {.events = EPOLLOUT, .data.u32 = ID_STDIN_PIPE};
+        epoll_ctl(A->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &e);
+        A->in_waiting = want;
+    }
+}
+
+/* "i DATA" (base64) or "ie": rank 0's stdin from tprun. */
+static void on_stdin_line(agent_t *A, char *line)
+{
+    if (strcmp(line, "ie") == 0) {
+        A->in_eof = 1;
+    } else {
+        unsigned char *data = NULL;
+        size_t len = 0;
+        if (tprun_wire_b64_decode(line + 2, &data, &len) != 0) {
+            tp_log(TP_LOG_WARN, "agent", "stdin from tprun that is not base64: dropped");
+            return;
+        }
+        if (A->in_len + len > A->in_cap) {
+            size_t cap = (A->in_len + len) * 2;
+            unsigned char *g = realloc(A->in_buf, cap);
+            if (g == NULL) {
+                free(data);
+                return;
+            }
+            A->in_buf = g, A->in_cap = cap;
+        }
+        if (len > 0) memcpy(A->in_buf + A->in_len, data, len);
+        A->in_len += len;
+        free(data);
+    }
+    if (A->go) stdin_flush(A); /* before the ranks start, it waits in the buffer */
+}
+
 static void on_command(void *ctx, char *line, size_t len)
 {
     agent_t *A = ctx;
@@ -216,6 +296,8 @@ static void on_command(void *ctx, char *line, size_t len)
         A->go = 1;
     } else if (sscanf(line, "k %d", &sig) == 1 && sig > 0 && sig < 65) {
         kill_all(A, sig);
+    } else if (A->stdin_on && (strcmp(line, "ie") == 0 || strncmp(line, "i ", 2) == 0)) {
+        on_stdin_line(A, line);
     } else if (tprun_agent_pmix_command(line)) { /* PMIx hook */
     } else {
         tp_log(TP_LOG_WARN, "agent", "unexpected command from tprun: \"%.100s\"", line);
@@ -289,6 +371,7 @@ static int start_ranks(agent_t *A)
         epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->err.fd, &e);
         send_line("s %d %d", r->id, (int)r->pid);
     }
+    if (A->stdin_on) stdin_flush(A); /* what tprun sent before "go" */
     return 0;
 }
 
@@ -313,6 +396,8 @@ static void loop(agent_t *A)
                            A->job.host);
                     kill_all(A, SIGKILL);
                 }
+            } else if (id == ID_STDIN_PIPE) {
+                stdin_flush(A);
             } else if (id == ID_PMIX_EVENTS) {
                 tprun_agent_pmix_on_ready(reap_dying, A); /* PMIx hook: fences, data requests, aborts to tprun */
             } else if (id == ID_SIGNALS) {

@@ -365,6 +365,10 @@ static void loop_run(tprun_loop_t *L)
             if (others[k] > 0 && (next == 0 || others[k] < next)) next = others[k];
         int wait_ms = next > 0 ? (int)ceil((next - now) * 1000.0) : -1;
         if (next > 0 && wait_ms < 1) wait_ms = 1;
+        if (tprun_agents_stdin_ready(L)) { /* a file on stdin: read it while the window has room */
+            tprun_agents_stdin_pump(L);
+            if (tprun_agents_stdin_ready(L)) wait_ms = 0;
+        }
         int n = epoll_wait(L->epfd, events, 64, wait_ms);
         if (n < 0 && errno != EINTR) {
             tp_log(TP_LOG_ERROR, "fate", "epoll_wait failed: %s; killing the job", strerror(errno));
@@ -377,6 +381,7 @@ static void loop_run(tprun_loop_t *L)
             uint32_t id = events[i].data.u32;
             if (id == ID_PMIX) continue; /* PMIx hook: handled above */
             if (id == ID_SIGNALS) on_signals(L);
+            else if (id == ID_STDIN_IN && L->agents != NULL && L->agents->stdin_state == 1) tprun_agents_stdin_pump(L);
             else if (id == ID_STDIN_IN) stdin_step(L, 1);
             else if (id == ID_STDIN_OUT) stdin_step(L, 0);
             else if (id >= ID_AGENT_BASE) tprun_agents_on_event(L, id - ID_AGENT_BASE);
@@ -503,6 +508,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
         teardown(&L);
     }
     if (!L.launch_failed) start_ranks(&L);
+    if (L.agents != NULL && !L.launch_failed) tprun_agents_stdin_start(&L); /* rank 0 on another host */
     if (job.stdin_tty && L.started > 0) {
         L.in.in_fd = STDIN_FILENO;
         L.in.pipe_fd = job.stdin_pipe[1];

@@ -58,6 +58,7 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_
         tprun_stream_init(&a->err, -1, STDERR_FILENO);
         agent_of[h] = A->n++;
     }
+    A->stdin_agent = -1;
     job->np = job->world_size = plan->np;
     job->boot_index = job->stdin_index = -1;
     job->defer_envs = 1;
@@ -78,6 +79,7 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_
         }
     }
     if (job->ranks[0].agent < 0) job->listen = 1, job->boot_index = job->stdin_index = 0;
+    else A->stdin_agent = job->ranks[0].agent; /* rank 0's stdin travels over its agent's channel */
     free(agent_of);
     return TP_OK;
 }
@@ -128,6 +130,7 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
         ok = plan_add(&buf, &len, &cap, "rank", num) == 0;
     }
     for (char **arg = plan->argv; ok && *arg != NULL; arg++) ok = plan_add(&buf, &len, &cap, "arg", *arg) == 0;
+    if (ok && ai == L->agents->stdin_agent) ok = plan_add(&buf, &len, &cap, "stdin", "1") == 0;
     if (ok && plan->pmix) { /* PMIx hook: the agent hosts a server for its ranks */
         char *hosts = NULL, *map = NULL;
         ok = tprun_pmix_describe(&hosts, &map) == TP_OK && plan_add(&buf, &len, &cap, "pmix", "1") == 0 &&

@@ -41,10 +41,19 @@ typedef struct tprun_agent {
     int running;        /* its ranks that have not been reported ended */
 } tprun_agent_t;
 
+/* Bytes of tprun's stdin sent to rank 0's agent and not yet written into rank 0's stdin: reading pauses beyond. */
+#define TPRUN_STDIN_WINDOW (256u * 1024u)
+
 typedef struct tprun_agents {
     tprun_agent_t *a;
     int n;
     char exe[4096]; /* tprun's own path: the agent is the same file on the remote host */
+    /* tprun's stdin, forwarded to rank 0 on another host ("i DATA" lines, acknowledged with "ia N") */
+    int stdin_agent;     /* rank 0's agent, or -1 */
+    int stdin_state;     /* 0: not forwarding; 1: reading; 2: done (end of input sent, or rank 0 stopped reading) */
+    int stdin_pollable;  /* fd 0 is in the loop's epoll; else (a regular file) it is read whenever there is room */
+    int stdin_watched;   /* fd 0 is registered with EPOLLIN right now */
+    size_t stdin_unacked;
 } tprun_agents_t;
 
 /* Places the plan's ranks: which are started here and which by which agent; fills the job's per-host fields. */
@@ -65,6 +74,13 @@ int tprun_agents_reaped(tprun_loop_t *L, pid_t pid, int wstatus);
 void tprun_agents_cut_off(tprun_loop_t *L);
 /* After the job: waits for every agent to end (ending those that do not within the grace) and frees them. */
 void tprun_agents_finish(tprun_loop_t *L);
+
+/* After the launch: starts forwarding tprun's stdin to rank 0's agent (when rank 0 runs on another host). */
+void tprun_agents_stdin_start(tprun_loop_t *L);
+/* Reads what tprun's stdin has, within the window; called when fd 0 is readable, and each loop turn for a file. */
+void tprun_agents_stdin_pump(tprun_loop_t *L);
+/* Whether there is stdin to read that no epoll event will announce (a regular file with room in the window). */
+int tprun_agents_stdin_ready(const tprun_loop_t *L);
 
 /* The agent side: `tprun --agent`, its plan read from stdin. Returns its exit status. */
 int tprun_agent_main(void);

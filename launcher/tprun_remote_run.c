@@ -23,6 +23,7 @@
 /* ---- while the job runs ---- */
 
 static tprun_loop_t *agents_loop; /* the loop the agents' line handler reports to (one job per tprun) */
+static void stdin_ack(tprun_loop_t *L, const char *line);
 
 static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const char *text, char **rest)
 {
@@ -60,6 +61,9 @@ static void on_agent_line(void *ctx, char *line, size_t len)
         }
     } else if (strcmp(line, "bye") == 0) {
         a->said_bye = 1;
+    } else if (line[0] == 'i' && (int)(a - L->agents->a) == L->agents->stdin_agent &&
+               (strcmp(line, "ie") == 0 || strncmp(line, "ia ", 3) == 0)) {
+        stdin_ack(L, line);
     } else if (line[0] == 'p' && tprun_pmix_agent_line(L, (int)(a - L->agents->a), line)) {
         /* PMIx hook: handled */
     } else {
@@ -157,8 +161,7 @@ void tprun_agents_cut_off(tprun_loop_t *L)
     for (int i = 0; i < L->agents->n; i++) {
         tprun_agent_t *a = &L->agents->a[i];
         if (a->running <= 0 || a->state != AGENT_RUNNING) continue;
-        tprun_say("host %s: the agent has not answered since the SIGKILL was sent; ending its ssh connection",
-                  a->name);
+        tprun_say("host %s: the agent has not answered since the SIGKILL was sent; ending its ssh connection", a->name);
         if (a->pid > 0) kill(-a->pid, SIGKILL);
         /* Its channel's end follows and counts the ranks; without a process left, count them now. */
         if (a->pid <= 0) {
@@ -190,4 +193,89 @@ void tprun_agents_finish(tprun_loop_t *L)
     free(A->a);
     A->a = NULL;
     A->n = 0;
+}
+
+/* ---- tprun's stdin to rank 0 on another host ---- */
+
+static void stdin_watch(tprun_loop_t *L, int on)
+{
+    tprun_agents_t *A = L->agents;
+    if (!A->stdin_pollable || A->stdin_watched == on) return;
+    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_STDIN_IN};
+    epoll_ctl(L->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, STDIN_FILENO, &e);
+    A->stdin_watched = on;
+}
+
+static void stdin_stop(tprun_loop_t *L)
+{
+    stdin_watch(L, 0);
+    L->agents->stdin_state = 2;
+}
+
+void tprun_agents_stdin_start(tprun_loop_t *L)
+{
+    tprun_agents_t *A = L->agents;
+    if (A->stdin_agent < 0 || A->stdin_state != 0) return;
+    A->stdin_state = 1;
+    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_STDIN_IN};
+    /* A regular file (or /dev/null) cannot be polled: it is always readable, so it is read while there is room. */
+    A->stdin_pollable = epoll_ctl(L->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) == 0;
+    A->stdin_watched = A->stdin_pollable;
+    if (!A->stdin_pollable && errno != EPERM) {
+        tp_log(TP_LOG_WARN, "ssh", "stdin cannot be watched (%s): rank 0 gets none", strerror(errno));
+        stdin_stop(L);
+        tprun_agent_send(&A->a[A->stdin_agent], "ie\n");
+    }
+}
+
+int tprun_agents_stdin_ready(const tprun_loop_t *L)
+{
+    const tprun_agents_t *A = L->agents;
+    return A != NULL && A->stdin_state == 1 && !A->stdin_pollable && A->stdin_unacked < TPRUN_STDIN_WINDOW;
+}
+
+void tprun_agents_stdin_pump(tprun_loop_t *L)
+{
+    tprun_agents_t *A = L->agents;
+    if (A == NULL || A->stdin_state != 1) return;
+    tprun_agent_t *a = &A->a[A->stdin_agent];
+    if (a->state != AGENT_RUNNING || a->to_fd < 0) {
+        stdin_stop(L);
+        return;
+    }
+    static unsigned char buf[65536];
+    char *line = malloc(tprun_wire_b64_len(sizeof(buf)) + 8);
+    while (line != NULL && A->stdin_unacked < TPRUN_STDIN_WINDOW) {
+        size_t room = TPRUN_STDIN_WINDOW - A->stdin_unacked;
+        ssize_t n = read(STDIN_FILENO, buf, room < sizeof(buf) ? room : sizeof(buf));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) { /* end of input (or an error reading it): rank 0 sees its stdin end */
+            tprun_agent_send(a, "ie\n");
+            stdin_stop(L);
+            break;
+        }
+        memcpy(line, "i ", 2);
+        tprun_wire_b64_encode(buf, (size_t)n, line + 2);
+        strcat(line, "\n");
+        tprun_agent_send(a, line);
+        A->stdin_unacked += (size_t)n;
+        if (A->stdin_pollable) break; /* one read per wake-up: a terminal is shared with the shell */
+    }
+    free(line);
+    /* A full window waits for the agent's acknowledgements, not for more input. */
+    if (A->stdin_state == 1) stdin_watch(L, A->stdin_unacked < TPRUN_STDIN_WINDOW);
+}
+
+/* "ia N": N more bytes reached rank 0's stdin; "ie": rank 0 stopped reading it (closed it or ended). */
+static void stdin_ack(tprun_loop_t *L, const char *line)
+{
+    tprun_agents_t *A = L->agents;
+    unsigned long n;
+    if (strcmp(line, "ie") == 0) {
+        if (A->stdin_state == 1) stdin_stop(L);
+    } else if (sscanf(line, "ia %lu", &n) == 1 && n <= A->stdin_unacked) {
+        A->stdin_unacked -= n;
+        if (A->stdin_state == 1) stdin_watch(L, A->stdin_unacked < TPRUN_STDIN_WINDOW);
+    }
 }

@@ -206,7 +206,7 @@ tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *
     }
     fcntl(job->exec_pipe[0], F_SETFL, O_NONBLOCK);
     /* A rank in its own process group that reads the terminal would be stopped (SIGTTIN): tprun reads it instead. */
-    job->stdin_tty = job->stdin_index >= 0 && isatty(STDIN_FILENO);
+    job->stdin_tty = job->stdin_index >= 0 && (job->stdin_forwarded || isatty(STDIN_FILENO));
     if (job->stdin_tty) {
         if (pipe2(job->stdin_pipe, O_CLOEXEC) != 0) {
             tp_log(TP_LOG_ERROR, "spawn", "cannot create the stdin pipe: %s", strerror(errno));

@@ -55,7 +55,8 @@ typedef struct tprun_job {
     char ***envp;
     char *env_strings;
     int devnull_fd;
-    int stdin_tty; /* tprun's stdin is a terminal: forward it through stdin_pipe */
+    int stdin_tty; /* tprun's stdin is a terminal (or, for an agent, comes over the channel): forwarded through stdin_pipe */
+    int stdin_forwarded; /* an agent: rank 0's stdin comes from tprun over the channel */
     int stdin_pipe[2];
     int exec_pipe[2];    /* children report a failed execve here as {rank, errno} */
     sigset_t child_mask; /* tprun's signal mask at start, restored in each rank */

@@ -52,6 +52,29 @@ for hosts in "-n 4 -H a:2,b:2" "-n 6 -H a,b,c"; do
         pass "coll_check $hosts: $(echo "$out" | grep -m1 'coll_check:')" || fail "coll_check $hosts: $(echo "$out" | tail -5)"
 done
 
+# tprun's stdin reaches rank 0 on another host whole (a 5 MB file, a pipe, /dev/null); the other ranks get none;
+# a rank 0 that stops reading does not keep tprun waiting on an endless input.
+cat >"$D/work/stdin.sh" <<'EOF'
+#!/bin/sh
+if [ "$TP_RANK" = 0 ]; then echo "rank 0 on $TP_HOST read $(md5sum | cut -c1-32)"; else echo "rank $TP_RANK read $(wc -c | tr -d ' ') bytes"; fi
+EOF
+chmod +x "$D/work/stdin.sh"
+head -c 5000000 /dev/urandom >"$D/big"
+for input in "$D/big" /dev/null; do
+    out=$(tprun_on_a -n 2 -H b,a "$D/work/stdin.sh" <"$input" 2>&1)
+    st=$?
+    [ $st = 0 ] && echo "$out" | grep -qx "rank 0 on b read $(md5sum <"$input" | cut -c1-32)" &&
+        echo "$out" | grep -qx "rank 1 read 0 bytes" && pass "stdin from $input reaches rank 0 on b whole; rank 1 gets none" ||
+        fail "stdin from $input: status $st: $out"
+done
+out=$(printf 'hello\nworld\n' | tprun_on_a -n 2 -H b,a "$D/work/stdin.sh" 2>&1)
+[ $? = 0 ] && echo "$out" | grep -qx "rank 0 on b read $(printf 'hello\nworld\n' | md5sum | cut -c1-32)" &&
+    pass "stdin from a pipe reaches rank 0 on b" || fail "stdin from a pipe: $out"
+out=$(yes | timeout 30 ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" -n 2 -H b,a sh -c 'head -c 5 >/dev/null; echo done $TP_RANK' 2>&1)
+st=$?
+[ $st = 0 ] && [ "$(echo "$out" | grep -c '^done')" = 2 ] && pass "rank 0 stops reading an endless stdin: the job still ends (status 0)" ||
+    fail "endless stdin: status $st: $out"
+
 # Launches that cannot happen: each fails naming the host and ssh's own message, within the deadline.
 launch_fails() { # NAME PATTERN ARGS...
     local name=$1 pattern=$2 t0 t1
