@@ -191,6 +191,7 @@ static int apply_plan(agent_t *A, char *text)
         if (ids[i] == 0) J->boot_index = i, J->listen = 1;
     }
     if (A->stdin_on && J->boot_index >= 0) J->stdin_index = J->boot_index, J->stdin_forwarded = 1;
+    P->pmix = tprun_agent_pmix_on(); /* its ranks take their world from PMIx, as tprun's own do */
     free(ids);
     return 0;
 }

@@ -553,7 +553,7 @@ void tprun_usage(int fd)
                 "      --launcher HOW    auto (srun inside a Slurm allocation, else fork and ssh), local or slurm\n"
                 "                        (default: TP_LAUNCHER, auto)\n"
                 "      --pmix            host a PMIx server for the ranks (in each host's agent too), so plain PMIx\n"
-                "                        programs run; also TP_PMIX=1; libtp ranks keep using TP_*\n"
+                "                        programs run, libtp ranks bootstrap through it; also TP_PMIX=1\n"
                 "  -x VAR                check that VAR is set and pass it to every rank\n"
                 "  -x VAR=value          set VAR for every rank (repeatable; a later one wins)\n"
                 "      --tag-output      prefix each line of output with \"[rank] \"\n"

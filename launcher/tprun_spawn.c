@@ -144,10 +144,13 @@ tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_)
         size_t k = nb;
         char *v;
         int id = job->ranks[r].id, local = job->ranks[r].local_rank;
-        TPRUN_ADD_STRING(v, "TP_RANK=%d", id), e[k++] = v;
-        TPRUN_ADD_STRING(v, "TP_LOCAL_RANK=%d", local), e[k++] = v;
-        e[k++] = world, e[k++] = local_world, e[k++] = node, e[k++] = job_id, e[k++] = key, e[k++] = addr;
-        if ((int)r == job->boot_index) e[k++] = boot_fd;
+        /* Under --pmix, libtp takes its world from PMIx and bootstraps through it: no TP_* rank contract. */
+        if (!plan->pmix) {
+            TPRUN_ADD_STRING(v, "TP_RANK=%d", id), e[k++] = v;
+            TPRUN_ADD_STRING(v, "TP_LOCAL_RANK=%d", local), e[k++] = v;
+            e[k++] = world, e[k++] = local_world, e[k++] = node, e[k++] = job_id, e[k++] = key, e[k++] = addr;
+            if ((int)r == job->boot_index) e[k++] = boot_fd;
+        }
         if (host_var != NULL) e[k++] = host_var;
         if (report != NULL) e[k++] = report;
         if (plan->torch_env) {

@@ -136,10 +136,19 @@ st=$?
     pass "tprun SIGTERMed: status 143, ranks gone, $dir removed" ||
     fail "after SIGTERM of tprun: status $st, tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/term.out")"
 
-# libtp ranks under --pmix keep tprun's TP_* contract (TP_RANK wins over PMIX_*).
-out=$(tprun_pmix 30 --pmix -n 2 "$RANK_PROG" boot 2>&1)
-[ $? -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
-    pass "libtp ranks under --pmix use TP_*" || fail "libtp under --pmix: $out"
+# libtp engines under --pmix take their world from tprun's PMIx server and bootstrap through it (no TP_* rank
+# contract); collectives and fate work as under tprun's own contract.
+out=$(tprun_pmix 30 --pmix -n 3 "$RANK_PROG" boot 2>&1)
+[ $? -eq 0 ] && [ "$(echo "$out" | grep -c '^ready rank [0-2] of 3 pid [0-9]* local [0-2]/3 node 0 job pmix-tprun\.')" = 3 ] &&
+    pass "libtp ranks under --pmix bootstrap through PMIx" || fail "libtp under --pmix: $out"
+out=$(TP_PART_BYTES=64K tprun_pmix 60 --pmix -n 3 ./tests/coll_check 2>&1)
+[ $? -eq 0 ] && echo "$out" | grep -q 'coll_check: 3 ranks.*all match' && pass "coll_check under --pmix" ||
+    fail "coll_check under --pmix: $(echo "$out" | tail -5)"
+out=$(tprun_pmix 30 --pmix -n 3 "$RANK_PROG" die 1 9 2>&1)
+st=$?
+[ $st -eq 137 ] && echo "$out" | grep '^tprun:' | head -1 | grep -q 'rank 1 (.*) killed by signal 9' &&
+    echo "$out" | grep -q 'callback: rank [02] saw peer 1' && pass "fate of libtp ranks under --pmix: rank 1 named, peers told" ||
+    fail "fate under --pmix: status $st: $out"
 
 # Without --pmix nothing of PMIx reaches the ranks.
 out=$(tprun_pmix 30 -n 1 sh -c 'env | grep -c "^PMIX_"; exit 0' 2>&1)

@@ -139,7 +139,11 @@ else
     echo "skip: no C compiler for the fake libpmix"
 fi
 
-# libtp engines under --pmix across hosts: the bootstrap, collectives and their TP_* contract as without it.
+# libtp engines under --pmix across hosts bootstrap through the servers' fence (rank 0's address and key), then
+# run their collectives as without it.
+out=$(pmix_on_a -n 4 -H a:2,b:2 "$RANK_PROG" boot 2>&1)
+[ $? = 0 ] && [ "$(echo "$out" | grep -c '^ready rank [0-3] of 4 pid [0-9]* local [01]/2 node [01] job pmix-tprun\.')" = 4 ] &&
+    pass "libtp ranks under --pmix across hosts bootstrap through PMIx" || fail "libtp boot under --pmix: $out"
 out=$(TP_PART_BYTES=64K pmix_on_a -n 4 -H a:2,b:2 ./tests/coll_check 2>&1) &&
     pass "coll_check under --pmix across hosts: $(echo "$out" | grep -m1 'coll_check:')" || fail "coll_check --pmix: $(echo "$out" | tail -5)"
 finish
