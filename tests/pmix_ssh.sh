@@ -144,6 +144,10 @@ fi
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$RANK_PROG" boot 2>&1)
 [ $? = 0 ] && [ "$(echo "$out" | grep -c '^ready rank [0-3] of 4 pid [0-9]* local [01]/2 node [01] job pmix-tprun\.')" = 4 ] &&
     pass "libtp ranks under --pmix across hosts bootstrap through PMIx" || fail "libtp boot under --pmix: $out"
+out=$(TMPDIR=$TMPDIR in_ns a "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 3 -H localhost:1,b:1,c:1 "$RANK_PROG" boot 2>&1)
+[ $? = 0 ] && [ "$(echo "$out" | grep -c '^ready rank [0-2] of 3 pid [0-9]* local 0/1 node [0-2] job pmix-tprun\.')" = 3 ] &&
+    pass "libtp ranks under --pmix on this host and two agents' hosts bootstrap through PMIx" ||
+    fail "libtp mixed boot under --pmix: $out"
 out=$(TP_PART_BYTES=64K pmix_on_a -n 4 -H a:2,b:2 ./tests/coll_check 2>&1) &&
     pass "coll_check under --pmix across hosts: $(echo "$out" | grep -m1 'coll_check:')" || fail "coll_check --pmix: $(echo "$out" | tail -5)"
 finish
