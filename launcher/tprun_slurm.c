@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -21,7 +22,7 @@
 #include "tprun_exit.h"
 #include "tprun_output.h"
 
-#define SRUN_FIXED_ARGS 12
+#define SRUN_FIXED_ARGS 16
 /* What each task wrapper writes on its stderr when its rank ended; srun may put "N: " in front (--label). */
 #define TASK_REPORT_MARK "\036tprun-task "
 /* The wrapper reads the token from here and removes it before the program starts (no rank can report for one). */
@@ -94,6 +95,20 @@ int tprun_slurm_task(char **argv)
 
 /* ---- tprun's side: srun, its output, and the tasks' reports ---- */
 
+/* One line per rank naming its host, from tprun's placement; an fd srun inherits (not close-on-exec). */
+static int placement_file(const tprun_plan_t *plan)
+{
+    int fd = memfd_create("tprun-placement", 0);
+    if (fd < 0) return -1;
+    for (int r = 0; r < plan->np; r++)
+        if (dprintf(fd, "%s\n", plan->hosts[plan->rank_host[r]].name) < 0) {
+            close(fd);
+            return -1;
+        }
+    lseek(fd, 0, SEEK_SET);
+    return fd;
+}
+
 typedef struct slurm_run {
     const tprun_plan_t *plan;
     char token[33];
@@ -165,12 +180,13 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* srun's environment: tprun's own, minus the TP_* rank contract (the ranks take PMIx's), plus -x and the token. */
-static char **srun_env(const tprun_plan_t *plan, char *const *envp, char *token_var)
+/* srun's environment: tprun's own, minus the TP_* rank contract (the ranks take PMIx's), plus -x and the extras
+ * (the report token, the placement file, --report-bindings). */
+static char **srun_env(const tprun_plan_t *plan, char *const *envp, char **extra, size_t nextra)
 {
     size_t n = 0;
     for (char *const *ep = envp; ep != NULL && *ep != NULL; ep++) n++;
-    char **env = calloc(n + plan->num_env_set + 2, sizeof(char *));
+    char **env = calloc(n + plan->num_env_set + nextra + 1, sizeof(char *));
     if (env == NULL) return NULL;
     size_t k = 0;
     for (char *const *ep = envp; ep != NULL && *ep != NULL; ep++) {
@@ -180,7 +196,7 @@ static char **srun_env(const tprun_plan_t *plan, char *const *envp, char *token_
         env[k++] = *ep;
     }
     for (size_t i = 0; i < plan->num_env_set; i++) env[k++] = plan->env_set[i];
-    env[k++] = token_var;
+    for (size_t i = 0; i < nextra; i++) env[k++] = extra[i];
     env[k] = NULL;
     return env;
 }
@@ -202,12 +218,29 @@ int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp)
     self[self_len] = '\0';
     for (size_t i = 0; i < sizeof(raw); i++) snprintf(R.token + 2 * i, 3, "%02x", raw[i]);
     snprintf(token_var, sizeof(token_var), TASK_TOKEN_VAR "=%s", R.token);
+    /* -H/--hostfile inside an allocation: tprun's own placement, one host per rank, as srun's arbitrary
+     * distribution (names must be the allocation's node names); the file is a memfd srun reads as /dev/fd/N. */
+    char hostfile_var[64], chdir_arg[4200];
+    char *extra[3] = {token_var, NULL, NULL};
+    size_t nextra = 1;
+    int hostfile = plan->hosts != NULL ? placement_file(plan) : -1;
+    if (plan->hosts != NULL && hostfile < 0) {
+        tprun_say("cannot prepare the srun step's placement: %s", strerror(errno));
+        return TPRUN_EXIT_LAUNCH;
+    }
+    if (hostfile >= 0) {
+        snprintf(hostfile_var, sizeof(hostfile_var), "SLURM_HOSTFILE=/dev/fd/%d", hostfile);
+        extra[nextra++] = hostfile_var;
+    }
+    if (plan->report_bindings) extra[nextra++] = "TP_REPORT_BINDINGS=1";
+    snprintf(chdir_arg, sizeof(chdir_arg), "--chdir=%s", plan->wdir);
     char **argv = calloc(nargs + SRUN_FIXED_ARGS + 1, sizeof(char *));
-    char **env = srun_env(plan, envp, token_var);
+    char **env = srun_env(plan, envp, extra, nextra);
     R.reported = calloc((size_t)plan->np, sizeof(int));
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (argv == NULL || env == NULL || R.reported == NULL || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         tprun_say("cannot prepare the srun step: %s", strerror(errno));
+        if (hostfile >= 0) close(hostfile);
         free(argv);
         free(env);
         free(R.reported);
@@ -224,6 +257,9 @@ int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp)
     argv[k++] = "--overcommit"; /* like tprun's own launcher: N ranks even on fewer CPUs */
     argv[k++] = "--quit-on-interrupt";
     if (plan->tag_output) argv[k++] = "--label";
+    if (hostfile >= 0) argv[k++] = "--distribution=arbitrary";
+    else if (plan->map_by == TPRUN_MAP_NODE) argv[k++] = "--distribution=cyclic";
+    if (plan->wdir != NULL) argv[k++] = chdir_arg;
     argv[k++] = "-n";
     argv[k++] = np;
     argv[k++] = "--";
@@ -261,6 +297,7 @@ int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp)
     free(env);
     close(out[1]);
     close(err[1]);
+    if (hostfile >= 0) close(hostfile);
     if (pid < 0) {
         tprun_say("cannot start srun: %s", strerror(errno));
         if (sfd >= 0) close(sfd);
@@ -324,7 +361,14 @@ int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp)
         /* srun can report a failed launch and still exit 0: every rank must have said how it ended. */
         char st[160];
         tprun_status_describe(srun_status < 0 ? 0 : srun_status, 0, st, sizeof(st));
-        tprun_say("srun %s, but only %d of %d ranks reported their end", st, R.nreported, plan->np);
+        char hosts[512] = "";
+        size_t o = 0;
+        for (size_t h = 0; plan->hosts != NULL && h < plan->num_hosts && o < sizeof(hosts) - 1; h++)
+            if (plan->hosts[h].nranks > 0)
+                o += (size_t)snprintf(hosts + o, sizeof(hosts) - o, "%s%s", o ? ", " : "", plan->hosts[h].name);
+        tprun_say("srun %s, but only %d of %d ranks reported their end%s%s%s", st, R.nreported, plan->np,
+                  hosts[0] ? " (tprun placed the ranks on " : "", hosts,
+                  hosts[0] ? " from -H/--hostfile: these must be node names of this allocation)" : "");
         status = tprun_status_failed(srun_status) ? tprun_status_code(srun_status) : TPRUN_EXIT_LAUNCH;
     } else {
         status = srun_status >= 0 ? tprun_status_code(srun_status) : TPRUN_EXIT_LAUNCH;

@@ -57,6 +57,20 @@ st=$?
     pass "tprun via srun: stdout and stderr forwarded, the task reports kept out of them" ||
     fail "tprun via srun, output: status $st: $out / $(cat "$TEST_DIR/err")"
 
+# tprun's placement (-H) and --wdir reach srun: the ranks run on the named node, in the named directory; a name
+# that is not a node of the allocation fails the job with srun's message.
+node=$(hostname -s)
+out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 3 -H "$node:3" --wdir "$TEST_DIR" sh -c 'echo "r$SLURM_PROCID $SLURMD_NODENAME $(pwd)"' 2>&1)
+st=$?
+[ $st -eq 0 ] && [ "$(echo "$out" | grep -c "^r[0-2] $node $TEST_DIR\$")" = 3 ] &&
+    pass "tprun via srun: -H $node:3 and --wdir become srun's placement and --chdir" ||
+    fail "tprun via srun, -H and --wdir: status $st: $out"
+out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 2 -H nosuchnode:2 true 2>&1)
+st=$?
+[ $st -ne 0 ] && echo "$out" | grep -q "^tprun: srun exited with status 1, but only 0 of 2 ranks reported their end (tprun placed the ranks on nosuchnode from -H/--hostfile: these must be node names of this allocation)$" &&
+    pass "tprun via srun: a host that is not a node fails by name ($st)" ||
+    fail "tprun via srun, unknown node: status $st: $out"
+
 out=$(timeout -k 5 60 salloc -Q -n 2 env TP_LAUNCHER=local "$TPRUN" -n 2 "$RANK_PROG" boot 2>&1)
 st=$?
 [ $st -eq 0 ] && [ "$(echo "$out" | grep '^ready' | grep -vc ' job pmix-')" = 2 ] &&
