@@ -275,14 +275,19 @@ void tprun_agent_send(tprun_agent_t *a, const char *line)
     if (a->to_fd < 0) return;
     size_t len = strlen(line);
     size_t held = a->pending != NULL ? a->pending_len - a->pending_off : 0;
-    char *grown = realloc(held > 0 ? a->pending : NULL, held + len);
+    if (held == 0) {
+        free(a->pending);
+        a->pending = NULL;
+    } else if (a->pending_off > 0) { /* what is still to go moves to the front before the buffer is resized */
+        memmove(a->pending, a->pending + a->pending_off, held);
+    }
+    char *grown = realloc(a->pending, held + len);
     if (grown == NULL) {
         tp_log(TP_LOG_ERROR, "ssh", "host %s: out of memory queueing a message; ending its connection", a->name);
+        a->pending_len = held, a->pending_off = 0;
         tprun_agent_close_input(a);
         return;
     }
-    if (held > 0 && a->pending_off > 0) memmove(grown, grown + a->pending_off, held);
-    else if (held == 0) free(a->pending);
     memcpy(grown + held, line, len);
     a->pending = grown;
     a->pending_len = held + len;
