@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -208,10 +209,17 @@ static int zombie_status(pid_t pid)
 
 /*
  * Peer processes on this host that ended: a failure unless this rank is finalizing or they said BYE. One that
- * ended otherwise than with TP_EXIT_PEER_FAILED is the cause. One that ended with it is a consequence. One whose
- * status is gone (its parent reaped it) may be either: rank 0's FAIL or the peer's own silence decides, and it is
- * blamed only if nothing else explains it within the heartbeat timeout.
+ * ended with TP_EXIT_PEER_FAILED is a consequence. One killed by SIGTERM, SIGINT or SIGHUP may be either: those
+ * are what a launcher's teardown sends once it saw the real cause, and on a fast machine it can reach some ranks
+ * before they hear of the cause. So may one whose status is gone (its parent reaped it). Either is blamed only if
+ * nothing else explains it within the heartbeat timeout: rank 0's FAIL names the cause, and a rank killed alone
+ * is named at once by rank 0, whose connection to it ends. Any other end is the cause.
  */
+static int teardown_signal(int st)
+{
+    return WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGHUP);
+}
+
 static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int finalizing, int64_t now)
 {
     for (int i = 1; i < n; i++) {
@@ -222,7 +230,7 @@ static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int f
         close(p->pidfd);
         p->pidfd = -1;
         if (finalizing || p->bye) continue;
-        if (st < 0) p->ended_at = now;
+        if (st < 0 || teardown_signal(st)) p->ended_at = now;
         else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)) fail_job(r, ENDED_WITHOUT_FINALIZE);
     }
 }
