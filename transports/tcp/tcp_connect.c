@@ -5,9 +5,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,14 +104,18 @@ static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
     return TP_OK;
 }
 
-/* Tells the runtime where a connection to peer runs (each end's "ip:port"). */
+/* Tells the runtime where a connection to peer runs (each end's "ip:port"); the dialing and accepting threads
+ * both call it, one at a time. */
 static void report_connected(tcp_state_t *st, int peer, int fd)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     char local[96], remote[96];
     if (st->env.on_connected == NULL) return;
     tp_sockaddr_string(fd, 0, local, sizeof(local));
     tp_sockaddr_string(fd, 1, remote, sizeof(remote));
+    pthread_mutex_lock(&lock);
     st->env.on_connected(st->env.on_connected_ctx, peer, local, remote);
+    pthread_mutex_unlock(&lock);
 }
 
 /* One TCP connect to address by until (ns); the fd, or -1 with why set. */
@@ -228,13 +234,15 @@ static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int
     return s;
 }
 
-static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadline)
+/* Accepts the higher ranks' connections until all are in, the deadline, or stop_fd becomes readable (the dials
+ * failed: the job is over and the failure already named). */
+static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadline, int stop_fd)
 {
     int missing = 0;
     for (int r = st->env.rank + 1; r < st->size; r++)
         missing += use[r] ? (st->conns[r].fd < 0) + (st->conns[r].sfd < 0) : 0;
     pending_t pend[TCP_PENDING_MAX];
-    struct pollfd pfd[TCP_PENDING_MAX + 1];
+    struct pollfd pfd[TCP_PENDING_MAX + 2];
     int npend = 0;
     tp_status_t s = TP_OK;
     while (missing > 0) {
@@ -252,7 +260,12 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
         }
         pfd[0] = (struct pollfd){.fd = st->listen_fd, .events = POLLIN};
         for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
-        int n = poll(pfd, (nfds_t)npend + 1, left > 1000 ? 1000 : (int)left);
+        pfd[npend + 1] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
+        int n = poll(pfd, (nfds_t)npend + 2, left > 1000 ? 1000 : (int)left);
+        if (pfd[npend + 1].revents) {
+            s = TP_ERR_BOOTSTRAP;
+            break;
+        }
         if (n < 0 && errno != EINTR) {
             s = TP_ERR_SYSTEM;
             break;
@@ -294,15 +307,56 @@ out:
     return s;
 }
 
+typedef struct accept_job {
+    tcp_state_t *st;
+    const int *use;
+    int64_t deadline;
+    int stop_fd;
+    tp_status_t result;
+} accept_job_t;
+
+static void *accept_main(void *arg)
+{
+    accept_job_t *j = arg;
+    j->result = accept_higher(j->st, j->use, j->deadline, j->stop_fd);
+    return NULL;
+}
+
+/*
+ * Dials the lower ranks while a thread accepts the higher ones: a rank that accepted only after its own dials
+ * made each rank wait for every lower rank's dials in turn, so the mesh took time quadratic in the ranks (64 ranks:
+ * 0.67 s on 16 cores). The two sides touch disjoint peers' entries; on_connected is called under a lock.
+ */
 static tp_status_t tcp_connect(void *state, const int *use, const char *const *addresses)
 {
     tcp_state_t *st = state;
-    tp_status_t s;
+    tp_status_t s = TP_OK;
     int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
-    for (int r = 0; r < st->env.rank; r++)
-        for (int is_send = 1; is_send >= 0; is_send--)
-            if (use[r] && (s = dial(st, r, addresses[r], deadline, is_send)) != TP_OK) return s;
-    if ((s = accept_higher(st, use, deadline)) != TP_OK) return s;
+    int higher = 0;
+    for (int r = st->env.rank + 1; r < st->size; r++) higher |= use[r];
+    accept_job_t job = {
+        .st = st, .use = use, .deadline = deadline, .stop_fd = eventfd(0, EFD_CLOEXEC), .result = TP_OK};
+    pthread_t thread;
+    int threaded = higher && job.stop_fd >= 0 && pthread_create(&thread, NULL, accept_main, &job) == 0;
+    if (higher && !threaded) { /* no thread: accept after the dials, as before */
+        for (int r = 0; r < st->env.rank && s == TP_OK; r++)
+            for (int is_send = 1; is_send >= 0 && s == TP_OK; is_send--)
+                if (use[r]) s = dial(st, r, addresses[r], deadline, is_send);
+        if (s == TP_OK) s = accept_higher(st, use, deadline, job.stop_fd);
+    } else {
+        for (int r = 0; r < st->env.rank && s == TP_OK; r++)
+            for (int is_send = 1; is_send >= 0 && s == TP_OK; is_send--)
+                if (use[r]) s = dial(st, r, addresses[r], deadline, is_send);
+    }
+    if (threaded) {
+        uint64_t one = 1;
+        if (s != TP_OK && write(job.stop_fd, &one, sizeof(one)) < 0) { /* the thread then ends at its deadline */
+        }
+        pthread_join(thread, NULL);
+        if (s == TP_OK) s = job.result;
+    }
+    if (job.stop_fd >= 0) close(job.stop_fd);
+    if (s != TP_OK) return s;
     close(st->listen_fd); /* the mesh is complete: later connections are strays */
     st->listen_fd = -1;
     return TP_OK;
