@@ -77,15 +77,21 @@ for r in 0 2 3; do echo "$out" | grep -q "^rank $r: event PROC-ABORTED affected 
     ! echo "$out" | grep -q 'still alive' && pass "rank 1 SIGKILLed: ranks 0,2,3 got PROC-ABORTED for rank 1" ||
     fail "death notification: status $st: $out"
 
+# start_waiting_job OUT: tprun --pmix of two ranks that wait to be ended, in the background; tp is tprun's pid
+# and dir its server's directory once both ranks run (test-only polling: nothing else signals readiness).
+start_waiting_job() {
+    "$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$1" 2>&1 &
+    tp=$!
+    STARTED_PIDS+=($tp)
+    for _ in $(seq 1 1000); do
+        [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
+        sleep 0.01
+    done
+    dir=$(leftover)
+}
+
 # tprun SIGKILLed: the keeper kills the ranks and removes the server's tmpdir.
-"$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$TEST_DIR/killed.out" 2>&1 &
-tp=$!
-STARTED_PIDS+=($tp)
-for _ in $(seq 1 1000); do
-    [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
-    sleep 0.01
-done
-dir=$(leftover)
+start_waiting_job "$TEST_DIR/killed.out"
 kill -9 "$tp"
 wait "$tp" 2>/dev/null
 for _ in $(seq 1 500); do
@@ -96,39 +102,38 @@ done
     pass "tprun SIGKILLed: its keeper removed $dir and the ranks are gone" ||
     fail "after SIGKILL of tprun: tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/killed.out")"
 
-# A bad libpmix.so.2 first on the loader's path: a clear error, status 2, nothing started, nothing left.
+# refused NAME PATTERN CMD...: CMD (a tprun --pmix whose rank would touch $TEST_DIR/started) exits 2 with a first
+# line matching PATTERN, starts nothing and leaves no server directory.
+refused() {
+    local name=$1 pattern=$2
+    shift 2
+    rm -f "$TEST_DIR/started"
+    out=$("$@" 2>&1)
+    st=$?
+    [ $st -eq 2 ] && echo "$out" | grep -q "$pattern" && [ ! -e "$TEST_DIR/started" ] && [ -z "$(leftover)" ] &&
+        pass "$name: named, status 2, nothing started" || fail "$name: status $st: $out"
+}
+
+# A bad libpmix.so.2 first on the loader's path.
 echo 'int not_pmix;' >"$TEST_DIR/fake.c"
 if ${CC:-cc} -shared -fPIC -o "$TEST_DIR/libpmix.so.2" "$TEST_DIR/fake.c" 2>/dev/null; then
-    out=$(LD_LIBRARY_PATH="$TEST_DIR" tprun_pmix 30 --pmix -n 2 sh -c "touch $TEST_DIR/started" 2>&1)
-    st=$?
-    [ $st -eq 2 ] && echo "$out" | grep -q '^tprun: --pmix: cannot load libpmix.so.2: .*libpmix.so.2 lacks PMIx_server_init' &&
-        [ ! -e "$TEST_DIR/started" ] && [ -z "$(leftover)" ] && pass "bad libpmix.so.2: named, status 2, nothing started" ||
-        fail "bad libpmix: status $st: $out"
+    refused "bad libpmix.so.2" '^tprun: --pmix: cannot load libpmix.so.2: .*libpmix.so.2 lacks PMIx_server_init' \
+        env LD_LIBRARY_PATH="$TEST_DIR" timeout -k 5 30 "$TPRUN" --pmix -n 2 sh -c "touch $TEST_DIR/started"
 else
     echo "skip: no C compiler for the fake libpmix"
 fi
 
-# No libpmix at all (hidden in a private mount namespace): status 2 naming it, nothing started, nothing left.
+# No libpmix at all: its directory hidden by a tmpfs in a private mount namespace.
 PMIX_DIR=/usr/lib/x86_64-linux-gnu/pmix2
 if [ "$(id -u)" = 0 ] && [ -d "$PMIX_DIR" ] && unshare -m true 2>/dev/null; then
-    out=$(unshare -m sh -c "mount -t tmpfs tmpfs $PMIX_DIR && timeout -k 5 30 $TPRUN --pmix -n 2 sh -c 'touch $TEST_DIR/started'" 2>&1)
-    st=$?
-    [ $st -eq 2 ] && echo "$out" | grep -q '^tprun: --pmix: cannot load libpmix.so.2: libpmix.so.2: cannot open shared object file' &&
-        [ ! -e "$TEST_DIR/started" ] && [ -z "$(leftover)" ] && pass "missing libpmix.so.2: named, status 2, nothing started" ||
-        fail "missing libpmix: status $st: $out"
+    refused "missing libpmix.so.2" '^tprun: --pmix: cannot load libpmix.so.2: libpmix.so.2: cannot open shared object file' \
+        unshare -m sh -c "mount -t tmpfs tmpfs $PMIX_DIR && timeout -k 5 30 $TPRUN --pmix -n 2 sh -c 'touch $TEST_DIR/started'"
 else
     echo "skip: hiding libpmix needs root, unshare and $PMIX_DIR"
 fi
 
 # SIGTERM to tprun: forwarded, the ranks end, tprun removes the server's directory itself (no keeper needed).
-"$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$TEST_DIR/term.out" 2>&1 &
-tp=$!
-STARTED_PIDS+=($tp)
-for _ in $(seq 1 1000); do
-    [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
-    sleep 0.01
-done
-dir=$(leftover)
+start_waiting_job "$TEST_DIR/term.out"
 kill -TERM "$tp"
 wait "$tp"
 st=$?
