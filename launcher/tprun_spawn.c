@@ -261,7 +261,8 @@ static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int ou
     else if (job->stdin_tty) dup2(job->stdin_pipe[0], STDIN_FILENO);
     dup2(out_w, STDOUT_FILENO);
     dup2(err_w, STDERR_FILENO);
-    if (r == job->boot_index) {
+    /* Under --pmix rank 0 binds its own listener (PMIx carries its address): MASTER_PORT stays free for it. */
+    if (r == job->boot_index && !job->plan->pmix) {
         if (job->boot_fd == TPRUN_BOOT_FD) fcntl(TPRUN_BOOT_FD, F_SETFD, 0);
         else dup2(job->boot_fd, TPRUN_BOOT_FD);
     }

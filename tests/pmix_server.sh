@@ -155,6 +155,14 @@ st=$?
     echo "$out" | grep -q 'callback: rank [02] saw peer 1' && pass "fate of libtp ranks under --pmix: rank 1 named, peers told" ||
     fail "fate under --pmix: status $st: $out"
 
+# Under --pmix rank 0 does not inherit tprun's bootstrap listener: MASTER_PORT is free for the engine (a
+# PyTorch store, say) to bind.
+out=$(tprun_pmix 30 --pmix -n 2 python3 -c "import os, socket
+if os.environ['RANK'] == '0': socket.socket().bind(('127.0.0.1', int(os.environ['MASTER_PORT'])))
+print('rank', os.environ['RANK'], 'ok')" 2>&1)
+[ $? -eq 0 ] && [ "$(echo "$out" | grep -c '^rank [01] ok$')" = 2 ] && pass "under --pmix rank 0 can bind MASTER_PORT" ||
+    fail "MASTER_PORT under --pmix: $out"
+
 # Without --pmix nothing of PMIx reaches the ranks.
 out=$(tprun_pmix 30 -n 1 sh -c 'env | grep -c "^PMIX_"; exit 0' 2>&1)
 [ "$out" = 0 ] && pass "plain tprun sets no PMIX_* variable" || fail "plain tprun: $out"
