@@ -113,16 +113,13 @@ int tprun_agent_pmix_fd(void) { return ap.on ? tprun_pmix_event_fd() : -1; }
 /* "HEAD B64\n" on the channel in one write. */
 static void send_blob(const char *head, const unsigned char *data, size_t len)
 {
-    char *line = malloc(strlen(head) + tprun_wire_b64_len(len) + 3);
+    size_t n;
+    char *line = tprun_wire_b64_line(head, data, len, &n);
     if (line == NULL) {
         tp_log(TP_LOG_ERROR, "pmix", "out of memory sending \"%s\" to tprun", head);
         return;
     }
-    size_t o = (size_t)sprintf(line, "%s ", head);
-    tprun_wire_b64_encode(data, len, line + o);
-    o += strlen(line + o);
-    line[o++] = '\n';
-    tp_log_write_all(STDOUT_FILENO, line, o);
+    tp_log_write_all(STDOUT_FILENO, line, n);
     free(line);
 }
 

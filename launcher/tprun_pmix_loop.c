@@ -143,19 +143,12 @@ static tprun_agent_t *node_agent(int node)
     return ai >= 0 && hub.L->agents != NULL && ai < hub.L->agents->n ? &hub.L->agents->a[ai] : NULL;
 }
 
-/* "HEAD B64\n" in one malloc'd line. */
+/* "HEAD B64\n" to node's agent. */
 static void send_blob(int node, const char *head, const unsigned char *data, size_t len)
 {
     tprun_agent_t *a = node_agent(node);
-    char *line = malloc(strlen(head) + tprun_wire_b64_len(len) + 3);
-    if (a == NULL || line == NULL) {
-        free(line);
-        return;
-    }
-    size_t o = (size_t)sprintf(line, "%s ", head);
-    tprun_wire_b64_encode(data, len, line + o);
-    strcat(line, "\n");
-    tprun_agent_send(a, line);
+    char *line = a != NULL ? tprun_wire_b64_line(head, data, len, NULL) : NULL;
+    if (line != NULL) tprun_agent_send(a, line);
     free(line);
 }
 

@@ -244,7 +244,7 @@ void tprun_agents_stdin_pump(tprun_loop_t *L)
         return;
     }
     static unsigned char buf[65536];
-    char *line = malloc(tprun_wire_b64_len(sizeof(buf)) + 8);
+    char *line = malloc(strlen("i") + tprun_wire_b64_len(sizeof(buf)) + 3);
     while (line != NULL && A->stdin_unacked < TPRUN_STDIN_WINDOW) {
         size_t room = TPRUN_STDIN_WINDOW - A->stdin_unacked;
         ssize_t n = read(STDIN_FILENO, buf, room < sizeof(buf) ? room : sizeof(buf));
@@ -255,9 +255,7 @@ void tprun_agents_stdin_pump(tprun_loop_t *L)
             stdin_stop(L);
             break;
         }
-        memcpy(line, "i ", 2);
-        tprun_wire_b64_encode(buf, (size_t)n, line + 2);
-        strcat(line, "\n");
+        tprun_wire_b64_line_into(line, "i", buf, (size_t)n);
         tprun_agent_send(a, line);
         A->stdin_unacked += (size_t)n;
         if (A->stdin_pollable) break; /* one read per wake-up: a terminal is shared with the shell */

@@ -54,6 +54,27 @@ void tprun_wire_b64_encode(const void *data, size_t len, char *out)
     out[o] = '\0';
 }
 
+size_t tprun_wire_b64_line_into(char *out, const char *head, const void *data, size_t len)
+{
+    size_t h = strlen(head);
+    memcpy(out, head, h);
+    out[h] = ' ';
+    tprun_wire_b64_encode(data, len, out + h + 1);
+    size_t n = h + 1 + strlen(out + h + 1);
+    out[n++] = '\n';
+    out[n] = '\0';
+    return n;
+}
+
+char *tprun_wire_b64_line(const char *head, const void *data, size_t len, size_t *line_len)
+{
+    char *line = malloc(strlen(head) + tprun_wire_b64_len(len) + 3);
+    if (line == NULL) return NULL;
+    size_t n = tprun_wire_b64_line_into(line, head, data, len);
+    if (line_len != NULL) *line_len = n;
+    return line;
+}
+
 static int b64_value(char c)
 {
     const char *at = c != '\0' ? strchr(b64_alphabet, c) : NULL;

@@ -13,6 +13,11 @@ void tprun_wire_unescape(char *s);
 size_t tprun_wire_b64_len(size_t len);
 /* Encodes len bytes of data as base64 into out (tprun_wire_b64_len(len) + 1 bytes), NUL-terminated. */
 void tprun_wire_b64_encode(const void *data, size_t len, char *out);
+/* "HEAD B64\n": one protocol line carrying len bytes (malloc'd, NUL-terminated; *line_len gets its length when not
+ * NULL); NULL when out of memory. */
+char *tprun_wire_b64_line(const char *head, const void *data, size_t len, size_t *line_len);
+/* The same line written into out (strlen(head) + tprun_wire_b64_len(len) + 3 bytes); returns its length. */
+size_t tprun_wire_b64_line_into(char *out, const char *head, const void *data, size_t len);
 /*
  * Decodes the base64 text (padding required, "-" for no bytes) into a malloc'd buffer; *out is NULL for no
  * bytes. Returns 0, or -1 on text that is not base64 (then nothing is allocated).
