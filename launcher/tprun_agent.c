@@ -19,8 +19,8 @@
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
 
+/* The agent's own epoll ids (ID_SIGNALS as in tprun's loop; ranks' streams are 2i and 2i+1). */
 #define ID_CHANNEL 0xfffffff1u
-#define ID_SIGNALS 0xfffffff0u
 #define ID_PMIX_EVENTS 0xfffffff2u
 #define ID_STDIN_PIPE 0xfffffff3u
 

@@ -20,6 +20,7 @@
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
+#include "tprun_loop.h"
 #include "tprun_output.h"
 
 #define SRUN_FIXED_ARGS 16
@@ -44,8 +45,6 @@ int tprun_slurm_wanted(const char *how, char *const *envp)
     if (how != NULL && strcmp(how, "local") == 0) return 0;
     return env_get(envp, "SLURM_JOB_ID") != NULL;
 }
-
-static double now_s(void);
 
 /* ---- the task wrapper: `tprun --slurm-task PROGRAM ARGS...`, one per rank, started by srun ---- */
 
@@ -150,7 +149,7 @@ static void on_report(slurm_run_t *R, const char *text)
     if (R->first >= 0 || !tprun_status_failed(wstatus)) return;
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == TP_EXIT_PEER_FAILED) {
         if (R->held < 0) {
-            R->held = rank, R->held_status = wstatus, R->held_until = now_s() + CAUSE_WAIT_S;
+            R->held = rank, R->held_status = wstatus, R->held_until = tprun_now_s() + CAUSE_WAIT_S;
             snprintf(R->held_host, sizeof(R->held_host), "%s", host);
         }
         return;
@@ -171,13 +170,6 @@ static void on_err_line(void *ctx, char *line, size_t len)
         return;
     }
     tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* srun's environment: tprun's own, minus the TP_* rank contract (the ranks take PMIx's), plus -x and the extras
@@ -315,12 +307,12 @@ int tprun_slurm_run(const tprun_plan_t *plan, char *const *envp)
     se.ctx = &R;
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
-    double timeout_at = plan->timeout_s > 0 ? now_s() + plan->timeout_s : 0, kill_at = 0;
+    double timeout_at = plan->timeout_s > 0 ? tprun_now_s() + plan->timeout_s : 0, kill_at = 0;
     int srun_status = -1, timed_out = 0;
     while (srun_status < 0 || so.fd >= 0 || se.fd >= 0) {
         int st;
         if (srun_status < 0 && waitpid(pid, &st, WNOHANG) == pid) srun_status = st;
-        double now = now_s();
+        double now = tprun_now_s();
         if (R.held >= 0 && now >= R.held_until && R.first < 0) decide(&R, R.held, R.held_status, R.held_host);
         if (timeout_at > 0 && now >= timeout_at) {
             tprun_say("timeout: the job ran longer than %g s (--timeout); cancelling the srun step", plan->timeout_s);
