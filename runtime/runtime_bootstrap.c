@@ -64,33 +64,16 @@ static tp_status_t root_listen(tp_world_t *w)
 
 /* An address of rank 0's host that is not the last to try gets at most this long to answer a connect. */
 #define BOOT_ATTEMPT_NS 2000000000LL
-#define BOOT_ADDRS_MAX  16
-
-/* The addresses to try: TP_BOOT_ADDR's, best first ("host" and port each). */
-static int boot_addresses(const tp_world_t *w, char hosts[][TP_HOST_MAX], int *ports)
-{
-    int n = 0;
-    snprintf(hosts[n], TP_HOST_MAX, "%s", w->boot_host);
-    ports[n++] = w->boot_port;
-    for (const char *p = w->boot_more; *p != '\0' && n < BOOT_ADDRS_MAX;) {
-        size_t l = strcspn(p, ",");
-        const char *colon = memrchr(p, ':', l);
-        if (colon != NULL && (size_t)(colon - p) < TP_HOST_MAX) {
-            snprintf(hosts[n], TP_HOST_MAX, "%.*s", (int)(colon - p), p);
-            ports[n++] = atoi(colon + 1);
-        }
-        p += l + (p[l] == ',');
-    }
-    return n;
-}
-
 tp_status_t tp_boot_connect(tp_world_t *w)
 {
     if (w->rank == 0) return root_listen(w);
     int64_t start = tp_now_ns(), deadline = start + seconds_ns(w->boot_timeout_s);
     int64_t next_report = start + seconds_ns(w->boot_report_s), backoff = 1000000;
-    char hosts[BOOT_ADDRS_MAX][TP_HOST_MAX], peer[TP_HOST_MAX + 64], why[BOOT_ADDRS_MAX][256];
-    int ports[BOOT_ADDRS_MAX], n = boot_addresses(w, hosts, ports);
+    /* TP_BOOT_ADDR's addresses, best first: rank 0's bootstrap, then the others of its host. */
+    const char *hosts[TP_BOOT_MORE_MAX + 1] = {w->boot_host};
+    int ports[TP_BOOT_MORE_MAX + 1] = {w->boot_port}, n = 1;
+    for (int k = 0; k < w->boot_nmore; k++, n++) hosts[n] = w->boot_more_host[k], ports[n] = w->boot_more_port[k];
+    char peer[TP_HOST_MAX + 64], why[TP_BOOT_MORE_MAX + 1][256];
     for (int k = 0; k < n; k++) why[k][0] = '\0';
     for (;;) {
         /* One round over the addresses: a refused one (the listener not up yet) or a dead one gives way to the next. */

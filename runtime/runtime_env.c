@@ -70,6 +70,7 @@ static tp_status_t parse_host_port(const char *name, const char *text, char *hos
 static tp_status_t parse_boot_addrs(tp_world_t *w, const char *addrs)
 {
     char first[TP_HOST_MAX + 8], host[TP_HOST_MAX];
+    w->boot_nmore = 0;
     size_t n = strcspn(addrs, ",");
     if (n >= sizeof(first)) {
         tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: \"%.60s...\" is too long for host:port", addrs);
@@ -79,8 +80,8 @@ static tp_status_t parse_boot_addrs(tp_world_t *w, const char *addrs)
     first[n] = '\0';
     tp_status_t s = parse_host_port("TP_BOOT_ADDR", first, w->boot_host, sizeof(w->boot_host), &w->boot_port);
     const char *more = addrs[n] == ',' ? addrs + n + 1 : "";
-    if (s == TP_OK && strlen(more) >= sizeof(w->boot_more)) {
-        tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: more than %zu bytes of addresses", sizeof(w->boot_more) - 1);
+    if (s == TP_OK && strlen(more) >= TP_ADDRS_MAX) {
+        tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: more than %d bytes of addresses", TP_ADDRS_MAX - 1);
         return TP_ERR_INVALID;
     }
     /* Every entry must be one: a typo in the third address is an error now, not a surprise at a fallback. */
@@ -93,13 +94,16 @@ static tp_status_t parse_boot_addrs(tp_world_t *w, const char *addrs)
             if (s == TP_OK) tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: an empty or too long entry in \"%s\"", addrs);
             return TP_ERR_INVALID;
         }
+        if (w->boot_nmore < TP_BOOT_MORE_MAX) {
+            snprintf(w->boot_more_host[w->boot_nmore], TP_HOST_MAX, "%s", host);
+            w->boot_more_port[w->boot_nmore++] = port;
+        }
         p += l + (p[l] == ',');
         if (p[-1] == ',' && *p == '\0') {
             tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: an empty entry at the end of \"%s\"", addrs);
             return TP_ERR_INVALID;
         }
     }
-    if (s == TP_OK) snprintf(w->boot_more, sizeof(w->boot_more), "%s", more);
     return s;
 }
 

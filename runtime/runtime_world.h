@@ -9,6 +9,7 @@
 #include "tp_provider.h"
 
 #define TP_HOST_MAX 256
+#define TP_BOOT_MORE_MAX 15 /* rank 0's other bootstrap addresses kept from TP_BOOT_ADDR */
 #define TP_ADDRS_MAX 1024 /* "name=address;..." of every transport a rank opened */
 #define TP_JOB_ID_MAX 128
 
@@ -49,9 +50,12 @@ typedef struct tp_world {
     int node_rank;
     char job_id[TP_JOB_ID_MAX];
     uint8_t job_key[TP_JOB_KEY_BYTES];
-    char boot_host[TP_HOST_MAX]; /* rank 0's bootstrap listener (the first of boot_more's addresses) */
+    char boot_host[TP_HOST_MAX]; /* rank 0's bootstrap listener (TP_BOOT_ADDR's first address) */
     int boot_port;
-    char boot_more[TP_ADDRS_MAX]; /* TP_BOOT_ADDR's other "host:port" entries, tried in turn ("" for none) */
+    /* TP_BOOT_ADDR's other addresses, tried in turn after the first (the first TP_BOOT_MORE_MAX of them) */
+    char boot_more_host[TP_BOOT_MORE_MAX][TP_HOST_MAX];
+    int boot_more_port[TP_BOOT_MORE_MAX];
+    int boot_nmore;
     int boot_listen_fd; /* rank 0: the listener (inherited from tprun, or bound); -1 elsewhere */
     int boot_fd;        /* other ranks: the authenticated connection to rank 0 (kept for fate) */
     char advertise_ip[64]; /* this rank's address as peers reach it (the bootstrap connection's local end) */
