@@ -57,12 +57,18 @@ first_tprun_line "$T/err" | grep -q "exited with status 127: execve $T/script: E
 # fate path would; tprun is stopped meanwhile, so it finds both ended at once, and still names rank 1.
 state() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
 wait_state() { i=0; while [ "$(state "$1")" != "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; }
-"$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
-tp=$!
-wait_for_lines "$T/out" 3 10 'pid ' || fail "ranks did not start"
-pids=$(sed -n 's/^\[.\] pid //p' "$T/out")
-p0=$(sed -n 's/^\[0\] pid //p' "$T/out")
-victim=$(sed -n 's/^\[1\] pid //p' "$T/out")
+# start_hanging: three hanging ranks (rank 0 exits 70 on SIGUSR1) in the background; tp, pids and p0..p2 set.
+start_hanging() {
+    "$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
+    tp=$!
+    wait_for_lines "$T/out" 3 10 'pid ' || fail "ranks did not start"
+    pids=$(sed -n 's/^\[.\] pid //p' "$T/out")
+    p0=$(sed -n 's/^\[0\] pid //p' "$T/out")
+    p1=$(sed -n 's/^\[1\] pid //p' "$T/out")
+    p2=$(sed -n 's/^\[2\] pid //p' "$T/out")
+}
+start_hanging
+victim=$p1
 kill -STOP $tp
 wait_state $tp T
 kill -KILL "$victim"
@@ -76,12 +82,7 @@ first_tprun_line "$T/err" | grep -q "(host $host, pid $victim) killed by signal 
     fail "cause before consequence: $(cat "$T/err")"
 
 # A stopped rank is named as the cause when a peer ends with TP_EXIT_PEER_FAILED.
-"$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
-tp=$!
-wait_for_lines "$T/out" 3 10 'pid ' || fail "ranks did not start"
-pids=$(sed -n 's/^\[.\] pid //p' "$T/out")
-p0=$(sed -n 's/^\[0\] pid //p' "$T/out")
-p2=$(sed -n 's/^\[2\] pid //p' "$T/out")
+start_hanging
 kill -STOP "$p2"
 wait_state "$p2" T
 kill -USR1 "$p0"
