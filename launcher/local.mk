@@ -7,6 +7,7 @@ tprun_SOURCES = \
 	launcher/tprun_spawn.c launcher/tprun_spawn.h \
 	launcher/tprun_output.c launcher/tprun_output.h \
 	launcher/tprun_exit.c launcher/tprun_exit.h \
+	launcher/tprun_summary.c launcher/tprun_summary.h \
 	launcher/tprun_loop.h launcher/tprun_wire.c launcher/tprun_wire.h launcher/tprun_remote.c launcher/tprun_remote_run.c launcher/tprun_remote.h launcher/tprun_agent.c \
 	launcher/tprun_slurm.c launcher/tprun_slurm.h \
 	launcher/tprun_pmix.c launcher/tprun_pmix.h launcher/tprun_pmix_lib.h launcher/tprun_pmix_ops.c \

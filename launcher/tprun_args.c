@@ -363,6 +363,11 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
             if ((v = option_value(argc, argv, &i, attached, name, "auto, local or slurm", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
             plan->launcher = v;
+        } else if (strcmp(name, "--json-summary") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "a file name", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if (v[0] == '\0') return snprintf(err, err_len, "%s: expected a file name, got \"\"", name), TP_ERR_INVALID;
+            plan->json_summary = v;
         } else if (strcmp(name, "--wdir") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "a directory", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
@@ -562,6 +567,8 @@ void tprun_usage(int fd)
                 "                        (default: TP_KILL_GRACE, 1)\n"
                 "      --no-torch-env    do not set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,\n"
                 "                        MASTER_PORT (also TP_TORCH_ENV=0)\n"
+                "      --json-summary FILE  when the job ends, write FILE (atomically): one JSON object with the\n"
+                "                        job's and every rank's host, pid, status, times and cause\n"
                 "      --info            print the TP_* variables with their defaults and values, then exit\n"
                 "      --version         print the version and exit\n"
                 "  -h, --help            print this help and exit\n"

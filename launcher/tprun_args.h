@@ -50,6 +50,7 @@ typedef struct tprun_plan {
     int report_bindings;
     int pmix;           /* --pmix or TP_PMIX: tprun hosts a PMIx server for its ranks */
     const char *launcher; /* --launcher or TP_LAUNCHER: auto, local or slurm */
+    const char *json_summary; /* --json-summary FILE, or NULL (points into the caller's argv) */
     char *program_path; /* the resolved file that each rank executes */
     char **argv;        /* the program and its arguments, as given (points into the caller's argv) */
 } tprun_plan_t;

@@ -116,6 +116,10 @@ long long tprun_oom_count(void) { return oom_path[0] ? tprun_read_counter(oom_pa
 
 const char *tprun_oom_source(void) { return oom_path; }
 
+static void (*say_observer)(const char *msg, size_t len);
+
+void tprun_say_observe(void (*fn)(const char *msg, size_t len)) { say_observer = fn; }
+
 void tprun_say(const char *fmt, ...)
 {
     char line[2048];
@@ -127,6 +131,7 @@ void tprun_say(const char *fmt, ...)
     if (m < 0) m = 0;
     n += m;
     if ((size_t)n > sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    if (say_observer != NULL) say_observer(line + 7, (size_t)n - 7);
     line[n++] = '\n';
     tp_log_write_all(STDERR_FILENO, line, (size_t)n);
 }

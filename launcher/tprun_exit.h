@@ -35,5 +35,7 @@ long long tprun_read_counter(const char *path, const char *key);
 
 /* Writes "tprun: <message>\n" to stderr in one write: the lines a user of tprun reads. */
 void tprun_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Calls fn with each later tprun_say message (without "tprun: " and the newline); NULL stops it. */
+void tprun_say_observe(void (*fn)(const char *msg, size_t len));
 
 #endif

@@ -46,6 +46,10 @@ void tprun_loop_epoll_del(tprun_loop_t *L, int fd);
 void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus);
 /* Reaps every local rank that has ended (causes before consequences). */
 void tprun_loop_reap(tprun_loop_t *L);
+/* The host a rank runs on, as the command line named it (this machine's name on a single-host job). */
+const char *tprun_loop_rank_host(const tprun_loop_t *L, int r);
+/* Why an ended rank ended, as its failure line says: "killed by signal 9 (SIGKILL), sent by tprun ...". */
+void tprun_loop_rank_cause(const tprun_loop_t *L, int r, char *buf, size_t len);
 /* The teardown: SIGTERM now (through the agents for remote ranks), SIGKILL after the grace. */
 void tprun_loop_teardown(tprun_loop_t *L);
 

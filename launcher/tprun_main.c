@@ -22,6 +22,7 @@
 #include "tprun_slurm.h"
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
+#include "tprun_summary.h"
 
 extern char **environ;
 
@@ -136,32 +137,42 @@ static int is_consequence(int wstatus)
     return !tprun_status_failed(wstatus) || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == TP_EXIT_PEER_FAILED);
 }
 
+const char *tprun_loop_rank_host(const tprun_loop_t *L, int r) { return rank_host(L, r); }
+
+void tprun_loop_rank_cause(const tprun_loop_t *L, int r, char *buf, size_t len)
+{
+    const tprun_rank_t *rank = &L->job->ranks[r];
+    int st = rank->wstatus;
+    char cause[160], sig[32];
+    tprun_status_describe(st, rank->oom, cause, sizeof(cause));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
+        snprintf(buf, len, "%s: execve %s: %s", cause, L->plan->program_path, strerror(rank->exec_errno));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
+        snprintf(buf, len, "%s (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)", cause);
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
+        snprintf(buf, len, "%s, sent by tprun %s", cause,
+                 L->signals_seen > 1 ? "at the second signal" : "after the grace period");
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by && L->signals_seen == 0)
+        snprintf(buf, len, "%s, sent by tprun to end the job", cause);
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by)
+        snprintf(buf, len, "%s, forwarded by tprun (it received %s)", cause,
+                 tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
+    else snprintf(buf, len, "%s", cause);
+}
+
 static void print_failure(tprun_loop_t *L, int r)
 {
     tprun_rank_t *rank = &L->job->ranks[r];
     int st = rank->wstatus;
-    char cause[160], sig[32], extra[160] = "";
-    int oom = 0;
-    if (rank->agent >= 0) {
-        oom = rank->oom;
-    } else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by != SIGKILL) {
+    char cause[400];
+    if (rank->agent < 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by != SIGKILL) {
         long long count = tprun_oom_count();
-        oom = count >= 0 && L->oom_base >= 0 && count > L->oom_base;
+        rank->oom = count >= 0 && L->oom_base >= 0 && count > L->oom_base;
         L->oom_base = count;
     }
-    tprun_status_describe(st, oom, cause, sizeof(cause));
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
-        snprintf(extra, sizeof(extra), ": execve %s: %s", L->plan->program_path, strerror(rank->exec_errno));
-    else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
-        snprintf(extra, sizeof(extra), " (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)");
-    else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
-        snprintf(extra, sizeof(extra), ", sent by tprun %s",
-                 L->signals_seen > 1 ? "at the second signal" : "after the grace period");
-    else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by)
-        snprintf(extra, sizeof(extra), ", forwarded by tprun (it received %s)",
-                 tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
+    tprun_loop_rank_cause(L, r, cause, sizeof(cause));
     if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED) print_stopped_cause(L);
-    tprun_say("rank %d (host %s, pid %d) %s%s", r, rank_host(L, r), (int)rank->pid, cause, extra);
+    tprun_say("rank %d (host %s, pid %d) %s", r, rank_host(L, r), (int)rank->pid, cause);
 }
 
 static void drain_rank(tprun_loop_t *L, int r);
@@ -172,6 +183,7 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     tprun_rank_t *rank = &job->ranks[r];
     rank->running = 0;
     rank->wstatus = wstatus;
+    rank->end_wall = tprun_wall_s();
     L->running--;
     if (L->plan->pmix) tprun_pmix_rank_ended(L, r); /* PMIx hook: no fence waits on it any more */
     if (rank->agent < 0) tprun_keeper_tell(&job->keeper, 'R', rank->pid);
@@ -524,6 +536,7 @@ err_job:
     if (L.agents != NULL) tprun_agents_finish(&L);
     stdin_stop(&L);
     tprun_keeper_finish(&job.keeper);
+    if (plan->json_summary != NULL) tprun_summary_write(&L, status);
     tprun_job_release(&job);
     free(L.batch);
 err_loop:
@@ -575,6 +588,10 @@ int main(int argc, char **argv)
         status = TPRUN_EXIT_USAGE;
     } else if (plan.env_set != NULL && tp_config_check_environ(plan.env_set, err, sizeof(err)) != TP_OK) {
         tprun_say("-x %s", err);
+        status = TPRUN_EXIT_USAGE;
+    } else if (plan.json_summary != NULL &&
+               tprun_summary_check(&plan, tprun_slurm_wanted(plan.launcher, environ), err, sizeof(err)) != TP_OK) {
+        tprun_say("%s", err);
         status = TPRUN_EXIT_USAGE;
     } else if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
         status = tprun_slurm_run(&plan, environ);

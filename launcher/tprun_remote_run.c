@@ -19,6 +19,7 @@
 #include "runtime_log.h"
 #include "tprun_exit.h"
 #include "tprun_pmix.h"
+#include "tprun_summary.h"
 
 /* ---- while the job runs ---- */
 
@@ -50,6 +51,7 @@ static void on_agent_line(void *ctx, char *line, size_t len)
     line[len - 1] = '\0';
     if (line[0] == 's' && line[1] == ' ' && (r = parse_rank_of(L, a, line + 2, &rest)) >= 0) {
         L->job->ranks[r].pid = (pid_t)strtol(rest, NULL, 10);
+        L->job->ranks[r].start_wall = tprun_wall_s();
     } else if (line[0] == 'x' && line[1] == ' ' && (r = parse_rank_of(L, a, line + 2, &rest)) >= 0) {
         int wstatus = 0, err = 0, oom = 0;
         tprun_rank_t *rank = &L->job->ranks[r];

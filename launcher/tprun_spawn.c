@@ -19,6 +19,7 @@
 
 #include "runtime_log.h"
 #include "tprun_pmix.h"
+#include "tprun_summary.h"
 
 /* The per-rank variables: at most this many on top of the inherited environment and -x. */
 #define TPRUN_RANK_VARS 16
@@ -294,6 +295,7 @@ tp_status_t tprun_rank_start(tprun_job_t *job, int r)
     rank->err.fd = err[0];
     rank->pid = pid;
     rank->running = 1;
+    rank->start_wall = tprun_wall_s();
     tprun_keeper_tell(&job->keeper, 'S', pid);
     if (r == job->boot_index) close_fd(&job->boot_fd);
     if (r == job->stdin_index) close_fd(&job->stdin_pipe[0]);

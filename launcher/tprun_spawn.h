@@ -23,6 +23,7 @@ typedef struct tprun_rank {
     int exec_errno; /* non-zero when execve failed in the child */
     int ended_by;   /* the signal tprun sent it last (SIGTERM, SIGKILL, a forwarded one), or 0 */
     int stopped_by; /* the signal that stopped it (SIGSTOP, SIGTSTP, ...) while it is stopped, else 0 */
+    double start_wall, end_wall; /* wall-clock times tprun saw it start and end (--json-summary); 0: not yet */
     tprun_prefix_t prefix;
     tprun_stream_t out, err;
 } tprun_rank_t;

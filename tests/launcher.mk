@@ -19,6 +19,7 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_keeper.sh \
 	tests/launcher_timeout.sh \
 	tests/launcher_concurrent.sh \
-	tests/launcher_oom.sh
+	tests/launcher_oom.sh \
+	tests/launcher_summary.sh
 TESTS += tests/launcher_args_test tests/launcher_pmix_unit $(LAUNCHER_SHELL_TESTS)
 EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh
