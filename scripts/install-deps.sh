@@ -6,7 +6,7 @@ PACKAGES="
 build-essential autoconf automake libtool pkg-config
 libhwloc-dev libpmix-dev libibverbs-dev
 openmpi-bin libopenmpi-dev mpich
-hyperfine iproute2 openssh-server openssh-client procps python3
+hyperfine iproute2 openssh-server openssh-client procps python3 groff-base
 slurm-wlm munge
 "
 
