@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "tprun_loop.h"
 
 const char *tprun_signal_name(int sig, char *buf, size_t len)
 {
@@ -44,6 +45,27 @@ void tprun_status_describe(int wstatus, int oom, char *buf, size_t len)
     } else {
         snprintf(buf, len, "ended with wait status 0x%x", (unsigned)wstatus);
     }
+}
+
+void tprun_loop_rank_cause(const tprun_loop_t *L, int r, char *buf, size_t len)
+{
+    const tprun_rank_t *rank = &L->job->ranks[r];
+    int st = rank->wstatus;
+    char cause[160], sig[32];
+    tprun_status_describe(st, rank->oom, cause, sizeof(cause));
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
+        snprintf(buf, len, "%s: execve %s: %s", cause, L->plan->program_path, strerror(rank->exec_errno));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
+        snprintf(buf, len, "%s (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)", cause);
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
+        snprintf(buf, len, "%s, sent by tprun %s", cause,
+                 L->signals_seen > 1 ? "at the second signal" : "after the grace period");
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by && L->signals_seen == 0)
+        snprintf(buf, len, "%s, sent by tprun to end the job", cause);
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == rank->ended_by)
+        snprintf(buf, len, "%s, forwarded by tprun (it received %s)", cause,
+                 tprun_signal_name(rank->ended_by, sig, sizeof(sig)));
+    else snprintf(buf, len, "%s", cause);
 }
 
 long long tprun_read_counter(const char *path, const char *key)

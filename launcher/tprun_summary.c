@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -22,6 +23,12 @@ static double job_start;
 static void keep_message(const char *msg, size_t len)
 {
     if (num_said < SUMMARY_MAX_MESSAGES && (said[num_said] = strndup(msg, len)) != NULL) num_said++;
+}
+
+static void forget_messages(void)
+{
+    for (size_t i = 0; i < num_said; i++) free(said[i]);
+    num_said = 0;
 }
 
 double tprun_wall_s(void)
@@ -79,7 +86,8 @@ tp_status_t tprun_summary_check(const tprun_plan_t *plan, int slurm, char *err, 
     return TP_OK;
 }
 
-void tprun_json_string(FILE *f, const char *s)
+/* s as a JSON string: quotes, backslashes and control bytes escaped, invalid UTF-8 as U+FFFD. */
+static void json_string(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);
@@ -136,9 +144,11 @@ static void json_time(FILE *f, double t)
     fprintf(f, "\"%s.%06ldZ\"", buf, usec);
 }
 
+/* A string, or null when it is NULL or empty. */
 static void json_opt_string(FILE *f, const char *s)
 {
-    s != NULL &&s[0] != '\0' ? tprun_json_string(f, s) : (void)fputs("null", f);
+    if (s != NULL && s[0] != '\0') json_string(f, s);
+    else fputs("null", f);
 }
 
 static void json_rank(FILE *f, const tprun_loop_t *L, int r)
@@ -148,7 +158,7 @@ static void json_rank(FILE *f, const tprun_loop_t *L, int r)
     char cause[400], sig[32];
     int ended = rank->pid > 0 && !rank->running;
     fprintf(f, "    {\"rank\": %d, \"host\": ", r);
-    tprun_json_string(f, tprun_loop_rank_host(L, r));
+    json_string(f, tprun_loop_rank_host(L, r));
     if (rank->pid > 0) fprintf(f, ", \"pid\": %d", (int)rank->pid);
     else fputs(", \"pid\": null", f);
     const char *state = rank->pid <= 0    ? "not started"
@@ -173,7 +183,7 @@ static void json_rank(FILE *f, const tprun_loop_t *L, int r)
     fprintf(f, ", \"oom\": %s, \"cause\": ", ended && rank->oom ? "true" : "false");
     if (ended) tprun_loop_rank_cause(L, r, cause, sizeof(cause));
     else snprintf(cause, sizeof(cause), "%s", state);
-    tprun_json_string(f, cause);
+    json_string(f, cause);
     fputs("}", f);
 }
 
@@ -183,11 +193,11 @@ static void json_job(FILE *f, const tprun_loop_t *L, int exit_status)
     fputs("{\n  \"job_id\": ", f);
     json_opt_string(f, L->job->job_id);
     fprintf(f, ",\n  \"exit_status\": %d,\n  \"program\": ", exit_status);
-    tprun_json_string(f, plan->program_path);
+    json_string(f, plan->program_path);
     fputs(",\n  \"argv\": [", f);
     for (int i = 0; plan->argv[i] != NULL; i++) {
         if (i > 0) fputs(", ", f);
-        tprun_json_string(f, plan->argv[i]);
+        json_string(f, plan->argv[i]);
     }
     fprintf(f, "],\n  \"np\": %d,\n  \"start_time\": ", plan->np);
     json_time(f, job_start);
@@ -202,7 +212,7 @@ static void json_job(FILE *f, const tprun_loop_t *L, int exit_status)
     fputs(",\n  \"messages\": [", f);
     for (size_t i = 0; i < num_said; i++) {
         fputs(i > 0 ? ",\n    " : "\n    ", f);
-        tprun_json_string(f, said[i]);
+        json_string(f, said[i]);
     }
     fputs(num_said > 0 ? "\n  ],\n  \"ranks\": [\n" : "],\n  \"ranks\": [\n", f);
     for (int r = 0; r < L->job->np && L->job->ranks != NULL; r++) {
@@ -241,8 +251,7 @@ tp_status_t tprun_summary_write(const tprun_loop_t *L, int exit_status)
     if (rename(tmp, path) != 0) goto err_written;
     free(text);
     free(tmp);
-    for (size_t i = 0; i < num_said; i++) free(said[i]);
-    num_said = 0;
+    forget_messages();
     return TP_OK;
 err_written:
     tprun_say("--json-summary %s: cannot write %s: %s", path, tmp, strerror(errno));
@@ -256,5 +265,6 @@ err_mem:
 err_out:
     free(text);
     free(tmp);
+    forget_messages();
     return TP_ERR_SYSTEM;
 }

@@ -3,7 +3,6 @@
 #define TPRUN_SUMMARY_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "tp.h"
 #include "tprun_args.h"
@@ -21,8 +20,5 @@ tp_status_t tprun_summary_write(const tprun_loop_t *L, int exit_status);
 
 /* Wall-clock seconds since the epoch (the summary's times; the loop's deadlines use tprun_now_s). */
 double tprun_wall_s(void);
-
-/* Appends s to f as a JSON string: quotes, backslashes and control bytes escaped, invalid UTF-8 as U+FFFD. */
-void tprun_json_string(FILE *f, const char *s);
 
 #endif

@@ -77,6 +77,15 @@ static void test_good(void)
     tprun_plan_free(&plan);
     CHECK(parse("-h", NULL, &plan, err, sizeof(err)) == TP_OK && plan.want_help, "-h");
     tprun_plan_free(&plan);
+
+    /* --json-summary: the last one wins, in either form; the file itself is checked by tprun_summary_check. */
+    CHECK(parse("-n 1 --json-summary a.json --json-summary=out/b.json true", NULL, &plan, err, sizeof(err)) == TP_OK,
+          "%s", err);
+    CHECK(plan.json_summary != NULL && strcmp(plan.json_summary, "out/b.json") == 0, "--json-summary %s",
+          plan.json_summary ? plan.json_summary : "(null)");
+    tprun_plan_free(&plan);
+    CHECK(parse("-n 1 true", NULL, &plan, err, sizeof(err)) == TP_OK && plan.json_summary == NULL, "no summary");
+    tprun_plan_free(&plan);
 }
 
 static void test_hostfile(void)
@@ -136,6 +145,8 @@ static void test_errors(void)
     expect_error("-n 2 -H b:2 --map-by core true", "--map-by: expected slot or node, got \"core\"");
     expect_error("-n 2 -H b:2 --wdir tmp true", "--wdir: expected an absolute directory, got \"tmp\"");
     expect_error("-n 2 -H b:2 --ssh= true", "--ssh: expected a command, got \"\"");
+    expect_error("-n 2 --json-summary= true", "--json-summary: expected a file name, got \"\"");
+    expect_error("-n 2 --json-summary", "--json-summary: missing value (expected a file name)");
     expect_error("-n 2 -H localhost:0 true", "-H: host \"localhost\": expected a positive slot count, got \"0\"");
     expect_error("-n 2 -H localhost,,vm true", "-H: empty host name in \"localhost,,vm\"");
     expect_error("-n 3 -H localhost:2 true", "-n 3 needs 3 slots, but -H/--hostfile give only 2");
