@@ -56,6 +56,7 @@ agent_on_b() {
 fate_case() {
     local name=$1 want_st=$2 pattern=$3 times= i ms st first before=$fails
     for i in $(seq 1 "$RUNS"); do
+        step "$name ($i of $RUNS)"
         if ! start_job "$D/$name.$i"; then
             fail "$name: ranks never got ready: $(cat "$D/$name.$i.out" "$D/$name.$i.err")"
             return
