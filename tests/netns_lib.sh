@@ -9,6 +9,7 @@
 # c's mgmt0 is on the same wire as a's and b's but on another /24 (reached through on-link routes): c shares
 # only rail0's /24 with the others. In c's sshd a tmpfs hides $NETNS_HIDDEN: there the program is missing.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 # The limit is a hang guard: pmix_ssh.sh, the longest, took 85 s on the 2-core machine at load 17.
 if [ -z "${NETNS_TEST_TIMED:-}" ]; then
     NETNS_TEST_TIMED=1
@@ -167,16 +168,6 @@ EOF
 
 # tprun_on_a ARGS...: tprun run on host a with the test's ssh config.
 tprun_on_a() { in_ns a "$TPRUN" --ssh "$SSH" "$@"; }
-
-# alive PID: a live process (a zombie counts as dead).
-# Builtins only, no process per call: the tests poll with it, on a loaded machine.
-alive() {
-    local stat state
-    read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
-    state=${stat##*) }
-    state=${state%% *}
-    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
-}
 
 # comm_of PID: the process's name, or nothing.
 comm_of() { local c=; read -r c 2>/dev/null <"/proc/$1/comm"; echo "$c"; }

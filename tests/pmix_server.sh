@@ -77,16 +77,20 @@ for r in 0 2 3; do echo "$out" | grep -q "^rank $r: event PROC-ABORTED affected 
     ! echo "$out" | grep -q 'still alive' && pass "rank 1 SIGKILLed: ranks 0,2,3 got PROC-ABORTED for rank 1" ||
     fail "death notification: status $st: $out"
 
-# start_waiting_job OUT: tprun --pmix of two ranks that wait to be ended, in the background; tp is tprun's pid
-# and dir its server's directory once both ranks run (test-only polling: nothing else signals readiness).
+# start_waiting_job OUT: tprun --pmix of two ranks that wait to be ended, in the background; tp is tprun's pid,
+# ranks its ranks' pids (its own children: another test's clients, here or in another tree, have the same
+# command line) and dir its server's directory once both ranks run (test-only polling: nothing else signals
+# readiness).
 start_waiting_job() {
     "$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$1" 2>&1 &
     tp=$!
     STARTED_PIDS+=($tp)
     for _ in $(seq 1 1000); do
-        [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
+        ranks=$(pgrep -P "$tp" -x pmix_client)
+        [ -n "$(leftover)" ] && [ "$(echo $ranks | wc -w)" = 2 ] && break
         sleep 0.01
     done
+    [ "$(echo $ranks | wc -w)" = 2 ] || fail "tprun $tp: expected 2 waiting ranks, saw '$ranks'"
     dir=$(leftover)
 }
 
@@ -95,10 +99,10 @@ start_waiting_job "$TEST_DIR/killed.out"
 kill -9 "$tp"
 wait "$tp" 2>/dev/null
 for _ in $(seq 1 500); do
-    [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] && break
+    [ -z "$(leftover)" ] && ! any_alive $ranks && break
     sleep 0.01
 done
-[ -n "$dir" ] && [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] &&
+[ -n "$dir" ] && [ -z "$(leftover)" ] && ! any_alive $ranks &&
     pass "tprun SIGKILLed: its keeper removed $dir and the ranks are gone" ||
     fail "after SIGKILL of tprun: tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/killed.out")"
 
@@ -137,7 +141,7 @@ start_waiting_job "$TEST_DIR/term.out"
 kill -TERM "$tp"
 wait "$tp"
 st=$?
-[ -n "$dir" ] && [ $st -eq 143 ] && [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] &&
+[ -n "$dir" ] && [ $st -eq 143 ] && [ -z "$(leftover)" ] && ! any_alive $ranks &&
     pass "tprun SIGTERMed: status 143, ranks gone, $dir removed" ||
     fail "after SIGTERM of tprun: status $st, tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/term.out")"
 

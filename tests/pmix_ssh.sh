@@ -123,7 +123,11 @@ for victim in agent tprun term; do
             tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--agent' && kill -KILL "$p"
         done
     elif [ $victim = tprun ]; then
-        kill -KILL "$tp"
+        # In a block without stderr: bash prints a "Killed" notice when it sees tprun SIGKILLed.
+        {
+            kill -KILL "$tp"
+            wait "$tp"
+        } 2>/dev/null
     else
         kill -TERM "$tp"
     fi

@@ -1,6 +1,7 @@
 # runtime_lib.sh: helpers for the runtime's multi-rank test scripts (sourced; automake runs tests in the
 # build directory, so programs are found relative to it).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 RANK_PROG=${RANK_PROG:-./tests/runtime_rank}
 INTRUDER=${INTRUDER:-./tests/runtime_intruder}
 TPRUN=${TPRUN:-./tprun}
@@ -9,8 +10,13 @@ STARTED_PIDS=()
 fails=0
 
 cleanup() {
-    for p in "${STARTED_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for p in "${STARTED_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    local p
+    for p in "${STARTED_PIDS[@]}"; do
+        alive "$p" || continue
+        disown "$p" 2>/dev/null # else bash prints a "Killed" notice for it
+        kill -9 -- "-$p" 2>/dev/null # a timeout leads its own process group: the program under it too
+        kill -9 "$p" 2>/dev/null
+    done
     rm -rf "$TEST_DIR"
 }
 trap cleanup EXIT

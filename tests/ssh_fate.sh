@@ -61,8 +61,11 @@ fate_case() {
             fail "$name: ranks never got ready: $(cat "$D/$name.$i.out" "$D/$name.$i.err")"
             return
         fi
-        ms=$(kill_and_time "$(eval echo "\"$KILL\"")" $RANK_PIDS)
-        wait "$TP_PID"
+        # In a block without stderr: bash prints a "Killed" notice when it sees tprun SIGKILLed, at its next command.
+        {
+            ms=$(kill_and_time "$(eval echo "\"$KILL\"")" $RANK_PIDS 2>&1)
+            wait "$TP_PID"
+        } 2>/dev/null
         st=$?
         first=$(grep -m1 '^tprun: ' "$D/$name.$i.err")
         [ "$ms" = never ] && fail "$name: ranks survived: $(leftovers)" && kill -KILL "$TP_PID" $RANK_PIDS

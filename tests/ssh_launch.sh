@@ -27,7 +27,7 @@ mkdir -p "$D/work"
 cat >"$D/work/env.sh" <<'EOF'
 #!/bin/sh
 echo "env $TP_RANK host=$TP_HOST node=$TP_NODE_RANK local=$TP_LOCAL_RANK/$TP_LOCAL_WORLD_SIZE x=$TEST_X y=$TEST_Y pwd=$(pwd)"
-for p in /proc/[0-9]*; do tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "$TP_JOB_KEY" && echo "key on argv of $p"; done
+grep -alF -- "$TP_JOB_KEY" /proc/[0-9]*/cmdline 2>/dev/null | sed 's/^/key on argv of /' # one grep: fast under load
 echo "to stderr $TP_RANK" >&2
 EOF
 chmod +x "$D/work/env.sh"
