@@ -25,6 +25,8 @@ trap 'exit 124' TERM # the harness's timeout ends a hung test; cleanup still run
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 pass() { echo "ok: $*"; }
 finish() { [ "$fails" -eq 0 ] && exit 0; echo "$fails check(s) failed"; exit 1; }
+# step WHAT: says what the test starts now, and when, so that a slow or hung test's log shows where it is.
+step() { echo "== ${SECONDS}s: $*"; }
 
 # A port that was free a moment ago (the bootstrap of torchrun-style jobs needs one given up front).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
