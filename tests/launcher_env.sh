@@ -49,11 +49,12 @@ TP_TORCH_ENV=0 "$TPRUN" -n 2 "$RANKP" '*:env' >"$T/out" 2>"$T/err"
 expect_eq "TP_TORCH_ENV=0 WORLD_SIZE unset" "$(get 1 WORLD_SIZE)" "<unset>"
 
 # The key is in no process's command line while the job runs (checked from outside too).
-"$TPRUN" -n 2 "$RANKP" '*:env,pid,sleep=300' >"$T/out" 2>"$T/err" &
+new_job_files
+"$TPRUN" -n 2 "$RANKP" '*:env,pid,sleep=300' >"$out" 2>"$err" &
 tp=$!
-wait_for_lines "$T/out" 2 10 "^pid " || fail "ranks did not print"
+wait_for_lines "$out" 2 10 "^pid " || fail "ranks did not print"
 key=$(get 0 TP_JOB_KEY)
-for p in $tp $(sed -n 's/^pid //p' "$T/out"); do
+for p in $tp $(sed -n 's/^pid //p' "$out"); do
     [ -r "/proc/$p/cmdline" ] && tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "$key" && fail "key in /proc/$p/cmdline"
 done
 wait $tp

@@ -59,13 +59,14 @@ state() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
 wait_state() { i=0; while [ "$(state "$1")" != "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; }
 # start_hanging: three hanging ranks (rank 0 exits 70 on SIGUSR1) in the background; tp, pids and p0..p2 set.
 start_hanging() {
-    "$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$T/out" 2>"$T/err" &
+    new_job_files
+    "$TPRUN" -n 3 --tag-output "$RANKP" '0:usr1exit=70,pid,hang' '*:pid,hang' >"$out" 2>"$err" &
     tp=$!
-    wait_for_lines "$T/out" 3 10 'pid ' || fail "ranks did not start"
-    pids=$(sed -n 's/^\[.\] pid //p' "$T/out")
-    p0=$(sed -n 's/^\[0\] pid //p' "$T/out")
-    p1=$(sed -n 's/^\[1\] pid //p' "$T/out")
-    p2=$(sed -n 's/^\[2\] pid //p' "$T/out")
+    wait_for_lines "$out" 3 10 'pid ' || fail "ranks did not start"
+    pids=$(sed -n 's/^\[.\] pid //p' "$out")
+    p0=$(sed -n 's/^\[0\] pid //p' "$out")
+    p1=$(sed -n 's/^\[1\] pid //p' "$out")
+    p2=$(sed -n 's/^\[2\] pid //p' "$out")
 }
 start_hanging
 victim=$p1
@@ -78,8 +79,8 @@ wait_state "$p0" Z
 kill -CONT $tp
 wait $tp
 expect_eq "cause before consequence: status" "$?" 137
-first_tprun_line "$T/err" | grep -q "(host $host, pid $victim) killed by signal 9 (SIGKILL)\$" ||
-    fail "cause before consequence: $(cat "$T/err")"
+first_tprun_line "$err" | grep -q "(host $host, pid $victim) killed by signal 9 (SIGKILL)\$" ||
+    fail "cause before consequence: $(cat "$err")"
 
 # A stopped rank is named as the cause when a peer ends with TP_EXIT_PEER_FAILED.
 start_hanging
@@ -88,8 +89,8 @@ wait_state "$p2" T
 kill -USR1 "$p0"
 wait $tp
 expect_eq "stopped rank: status" "$?" 70
-first_tprun_line "$T/err" | grep -Eq "^tprun: rank [12] \(host $host, pid $p2\) stopped answering: it is stopped by signal 19 \(SIGSTOP\)$" ||
-    fail "stopped rank first line: $(cat "$T/err")"
-sed -n 2p "$T/err" | grep -q "^tprun: rank 0 .* exited with status 70 (TP_EXIT_PEER_FAILED" || fail "stopped rank second line: $(cat "$T/err")"
+first_tprun_line "$err" | grep -Eq "^tprun: rank [12] \(host $host, pid $p2\) stopped answering: it is stopped by signal 19 \(SIGSTOP\)$" ||
+    fail "stopped rank first line: $(cat "$err")"
+sed -n 2p "$err" | grep -q "^tprun: rank 0 .* exited with status 70 (TP_EXIT_PEER_FAILED" || fail "stopped rank second line: $(cat "$err")"
 wait_dead 2 $pids || fail "stopped rank: a rank survived"
 finish

@@ -82,6 +82,31 @@ wait_for_lines() {
     return 1
 }
 
+# new_job_files: a fresh $out and $err for the next background job. Waiting on a file that an earlier job wrote
+# would see that job's lines before the new job's shell truncates it, and signal the new job too early.
+job_n=0
+new_job_files() {
+    job_n=$((job_n + 1))
+    out=$T/out.$job_n err=$T/err.$job_n
+}
+
+# wait_taken PID SIGNAL_NUMBER: until PID has taken SIGNAL off its pending set (read it from its signalfd or run
+# its handler), so that a second one sent after this is not merged with the first.
+wait_taken() {
+    bit=$((1 << ($2 - 1)))
+    i=0
+    while [ "$i" -lt 200 ]; do
+        pend=0
+        for m in $(sed -n 's/^\(ShdPnd\|SigPnd\):[[:space:]]*//p' "/proc/$1/status" 2>/dev/null); do
+            pend=$((pend | 0x$m))
+        done
+        [ $((pend & bit)) = 0 ] && return 0
+        sleep 0.05
+        i=$((i + 1))
+    done
+    return 1
+}
+
 # The first line tprun itself printed ("tprun: ..."), from a stderr file.
 first_tprun_line() {
     grep -m1 '^tprun: ' "$1"

@@ -5,15 +5,17 @@
 host=$(hostname)
 
 # start_job ARGS...: tprun in the background with INT/TERM/HUP at their defaults (a script's background
-# jobs ignore SIGINT, and tprun keeps what it finds ignored); waits until every rank printed "pid".
+# jobs ignore SIGINT, and tprun keeps what it finds ignored); waits until every rank printed "pid" (each rank
+# prints it after its signal actions, so it is ready for the signal) into this job's own $out.
 start_job() {
     np=$1
     shift
-    env --default-signal=INT,TERM,HUP "$TPRUN" -n "$np" "$@" >"$T/out" 2>"$T/err" &
+    new_job_files
+    env --default-signal=INT,TERM,HUP "$TPRUN" -n "$np" "$@" >"$out" 2>"$err" &
     tp=$!
-    wait_for_lines "$T/out" "$np" 10 '^pid ' || fail "ranks did not start: $(cat "$T/err")"
-    pids=$(sed -n 's/^pid //p' "$T/out")
-    kids=$(sed -n 's/^grandchild //p' "$T/out")
+    wait_for_lines "$out" "$np" 10 '^pid ' || fail "ranks did not start: $(cat "$err")"
+    pids=$(sed -n 's/^pid //p' "$out")
+    kids=$(sed -n 's/^grandchild //p' "$out")
 }
 
 # SIGTERM forwarded: ranks die of it, status 143, the first line says so.
@@ -21,8 +23,8 @@ start_job 3 "$RANKP" '*:pid,hang'
 kill -TERM $tp
 wait $tp
 expect_eq "SIGTERM: status" "$?" 143
-first_tprun_line "$T/err" | grep -Eq "^tprun: rank [0-2] \(host $host, pid [0-9]+\) killed by signal 15 \(SIGTERM\), forwarded by tprun" ||
-    fail "SIGTERM first line: $(cat "$T/err")"
+first_tprun_line "$err" | grep -Eq "^tprun: rank [0-2] \(host $host, pid [0-9]+\) killed by signal 15 \(SIGTERM\), forwarded by tprun" ||
+    fail "SIGTERM first line: $(cat "$err")"
 wait_dead 2 $pids || fail "SIGTERM: ranks still alive"
 
 # Ranks that end cleanly on SIGTERM: status 0.
@@ -46,13 +48,13 @@ start_job 2 --grace 0.3 "$RANKP" '0:termok,pid,hang' '1:ignterm,pid,hang'
 kill -TERM $tp
 wait $tp
 expect_eq "ignored SIGTERM: status" "$?" 137
-first_tprun_line "$T/err" | grep -Eq "^tprun: rank 1 .* killed by signal 9 \(SIGKILL\), sent by tprun after the grace period" ||
-    fail "ignored SIGTERM first line: $(cat "$T/err")"
+first_tprun_line "$err" | grep -Eq "^tprun: rank 1 .* killed by signal 9 \(SIGKILL\), sent by tprun after the grace period" ||
+    fail "ignored SIGTERM first line: $(cat "$err")"
 
 # A second SIGINT kills at once, even with a long grace.
 start_job 2 --grace 30 "$RANKP" '*:ign=2,ignterm,pid,hang'
 kill -INT $tp
-sleep 0.2
+wait_taken $tp 2 || fail "second SIGINT: tprun never took the first"
 kill -INT $tp
 wait $tp
 expect_eq "second SIGINT: status" "$?" 137

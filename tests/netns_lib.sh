@@ -9,11 +9,14 @@
 # c's mgmt0 is on the same wire as a's and b's but on another /24 (reached through on-link routes): c shares
 # only rail0's /24 with the others. In c's sshd a tmpfs hides $NETNS_HIDDEN: there the program is missing.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
+# The limit is a hang guard: pmix_ssh.sh, the longest, took 85 s on the 2-core machine at load 17.
 if [ -z "${NETNS_TEST_TIMED:-}" ]; then
     NETNS_TEST_TIMED=1
     export NETNS_TEST_TIMED
-    exec timeout -k 5 "${NETNS_TEST_TIMEOUT:-120}" bash "$0" "$@"
+    exec timeout -k 5 "${NETNS_TEST_TIMEOUT:-180}" bash "$0" "$@"
 fi
+
 [ "$(id -u)" = 0 ] || { echo "skip: network namespaces and sshd need root"; exit 77; }
 SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 for t in ip ssh ssh-keygen "$SSHD"; do
@@ -34,18 +37,35 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 pass() { echo "ok: $*"; }
 finish() { [ "$fails" -eq 0 ] && exit 0; echo "$fails check(s) failed"; exit 1; }
+# step WHAT: says what the test starts now, and when, so that a slow or hung test's log shows where it is.
+step() { echo "== ${SECONDS}s: $*"; }
 
 netns_teardown() {
-    for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    local p ns all
+    # Disowned first: bash would print a "Killed" notice for each job of its that a signal ends.
+    for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do disown "$p" 2>/dev/null; done
+    all="${TEST_PIDS[*]} ${SSHD_PIDS[*]} $(for ns in $NS_A $NS_B $NS_C; do ip netns pids "$ns" 2>/dev/null; done)"
+    # SIGTERM first: a login shell of the hosts' ssh sessions may hold a lock of the machine's own (pyenv's
+    # rehash lock in root's .bashrc) that only its exit trap removes; SIGKILL for what is left after 2 s.
+    for p in $all; do kill -TERM "$p" 2>/dev/null; done
+    for _ in $(seq 1 40); do
+        for p in $all; do alive "$p" && break; done
+        alive "$p" || break
+        sleep 0.05
+    done
+    for p in $all; do kill -KILL "$p" 2>/dev/null; done
     for ns in $NS_A $NS_B $NS_C; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
         ip netns del "$ns" 2>/dev/null
     done
     # A namespace outlives its name while a socket of it lingers (a link taken down leaves TCP retrying):
     # its veths' ends here are deleted by name, which takes their peers and that namespace's links with them.
     for l in $(ip -br link | awk '{print $1}' | sed 's/@.*//' | grep "^tp${ID}"); do ip link del "$l" 2>/dev/null; done
     for br in $BRIDGES; do ip link del "$br" 2>/dev/null; done
-    for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    # Test-only polling: a disowned job cannot be waited for; a zombie counts as dead.
+    for p in $all; do
+        for _ in $(seq 1 100); do alive "$p" || break; sleep 0.05; done
+    done
     rm -rf "$D"
 }
 trap netns_teardown EXIT
@@ -93,7 +113,9 @@ netns_setup() {
             ip -n "$ns" addr add "198.18.10$i.1/24" dev decoy0 &&
             ip -n "$ns" link set decoy0 up && ip -n "$ns" link set decoy0p up || return 1
     done
-    mkdir -p /run/sshd "$NETNS_HIDDEN"
+    # The hosts' logins get an empty home: root's own rc files (on this machine its .bashrc runs `pyenv init`,
+    # 5 s a login under load, and a killed login leaves pyenv's lock behind) are not the test's.
+    mkdir -p /run/sshd "$NETNS_HIDDEN" "$D/home"
     ssh-keygen -q -t ed25519 -N '' -f "$D/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$D/id" || return 1
     cp "$D/id.pub" "$D/authorized_keys"
     cat >"$D/ssh_config" <<EOF
@@ -125,9 +147,11 @@ EOF
         case $host in a) addr=198.18.1.1 ;; b) addr=198.18.1.2 ;; c) addr=198.18.4.3 ;; esac
         local hide=:
         [ $host = c ] && hide="mount -t tmpfs tmpfs $NETNS_HIDDEN"
-        in_ns $host sh -c "$hide && exec $SSHD -D -e -f /dev/null -h $D/hostkey -o ListenAddress=$addr \
-            -o PidFile=none -o AuthorizedKeysFile=$D/authorized_keys -o StrictModes=no \
-            -o PermitRootLogin=prohibit-password -o UsePAM=no -o PasswordAuthentication=no -o MaxStartups=100" \
+        # ip netns exec and sh both exec: $! is sshd itself (in_ns, a shell function, would give a subshell).
+        ip netns exec "tp${ID}$host" sh -c "$hide && exec $SSHD -D -e -f /dev/null -h $D/hostkey \
+            -o ListenAddress=$addr -o PidFile=none -o AuthorizedKeysFile=$D/authorized_keys -o StrictModes=no \
+            -o PermitRootLogin=prohibit-password -o UsePAM=no -o PasswordAuthentication=no -o MaxStartups=100 \
+            -o SetEnv=HOME=$D/home" \
             2>>"$D/sshd.log" &
         SSHD_PIDS+=($!)
     done
@@ -145,36 +169,40 @@ EOF
 # tprun_on_a ARGS...: tprun run on host a with the test's ssh config.
 tprun_on_a() { in_ns a "$TPRUN" --ssh "$SSH" "$@"; }
 
-# alive PID: a live process (a zombie counts as dead).
-alive() {
-    local state
-    state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+# comm_of PID: the process's name, or nothing.
+comm_of() { local c=; read -r c 2>/dev/null <"/proc/$1/comm"; echo "$c"; }
+
+# cmdline_of PID: its arguments joined by spaces (builtins only).
+cmdline_of() {
+    local args=()
+    mapfile -d '' -t args 2>/dev/null <"/proc/$1/cmdline"
+    echo "${args[*]}"
 }
 
 # leftovers: pids in the test namespaces other than the sshds, and any tprun agent of this build.
 leftovers() {
-    local p out=
+    local p out= comm
     for ns in $NS_A $NS_B $NS_C; do
         for p in $(ip netns pids "$ns" 2>/dev/null); do
             case " ${SSHD_PIDS[*]} " in *" $p "*) continue ;; esac
             alive "$p" || continue
+            comm=$(comm_of "$p")
             # sshd's per-connection children are the test's own plumbing, not the job's.
-            [ "$(cat /proc/$p/comm 2>/dev/null)" = sshd ] && continue
-            out="$out $p($(cat /proc/$p/comm 2>/dev/null))"
+            [ "$comm" = sshd ] && continue
+            out="$out $p($comm)"
         done
     done
     echo "$out"
 }
 
 # wait_no_leftovers SECONDS: until no job process is left in any test host.
+# Bounded by the clock, not by a count of tries: on a loaded machine one look (three scans of /proc) took 0.8 s.
 wait_no_leftovers() {
-    local i
-    for i in $(seq 1 $(($1 * 20))); do
-        [ -z "$(leftovers)" ] && return 0
+    local end=$((SECONDS + $1))
+    while [ -n "$(leftovers)" ]; do
+        [ "$SECONDS" -ge "$end" ] && return 1
         sleep 0.05
     done
-    return 1
 }
 
 if ! netns_setup; then

@@ -27,6 +27,7 @@ check_world() {
     done
     [ "$st" -eq 0 ] && [ $ok = 1 ] && pass "$what" || fail "$what: status $st: $out"
 }
+step "info: world, locality, node and a peer's data, by --pmix and by TP_PMIX=1"
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" info 2>&1)
 check_world "--pmix -n 4: rank, job size, local size, local peers, node id, peer data after a fence" 4 "$out" $?
 out=$(TP_PMIX=1 tprun_pmix 30 -n 2 "$CLIENT" info 2>&1)
@@ -34,12 +35,14 @@ check_world "TP_PMIX=1 -n 2: the same" 2 "$out" $?
 [ -z "$(leftover)" ] && pass "no tmpdir left after a normal exit" || fail "tmpdir left after a normal exit: $(leftover)"
 
 # Purely local fences skip the host; with that optimisation off, the data goes through tprun's fence_nb.
+step "Purely local fences skip the host"
 out=$(PMIX_MCA_pmix_server_fence_localonly_opt=0 TP_LOG_LEVEL=debug tprun_pmix 30 --pmix -n 4 "$CLIENT" info 2>&1)
 st=$?
 echo "$out" | grep -q 'pmix: fence_nb over ' && check_world "fence through tprun's fence_nb: peers' data" 4 \
     "$(echo "$out" | grep '^rank')" $st || fail "fence_nb was not called: status $st: $out"
 
 # Fences, subsets and data on demand go through tprun's fence_nb and direct modex on one host too.
+step "Fences, subsets and data on demand go through tprun's fence_nb and direct modex on one..."
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" fences 10 2>&1)
 [ $? = 0 ] && [ "$(echo "$out" | grep -c 'fences over all and 10 over ranks of parity')" = 4 ] &&
     pass "10 fences over all and over each parity subset" || fail "fences: $out"
@@ -48,18 +51,21 @@ out=$(tprun_pmix 30 --pmix -n 3 "$CLIENT" dmodex 2>&1)
     pass "a fence without data, then every peer's data" || fail "dmodex: $out"
 
 # A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's PROC-ABORTED), never hangs.
+step "A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's..."
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" dies 3 2>&1)
 st=$?
 [ $st = 137 ] && [ "$(echo "$out" | grep -c '^rank [012]: fence with rank 3 dead: \(PROC-ABORTED\|PARTIAL SUCCESS\)$')" = 3 ] &&
     pass "rank 3 dead: the others' fence ends with an error" || fail "dies: status $st: $out"
 
 # A fence rank 3 never enters, with a 1 s PMIX_TIMEOUT: TIMEOUT for the others (PMIx times it out on this host).
+step "A fence rank 3 never enters, with a 1 s PMIX_TIMEOUT"
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" late 3 2>&1)
 st=$?
 [ $st = 1 ] && [ "$(echo "$out" | grep -c '^rank [012]: fence without rank 3: TIMEOUT$')" = 3 ] &&
     pass "a fence rank 3 never enters: TIMEOUT, status 1" || fail "late: status $st: $out"
 
 # PMIx_Abort(7, msg) from rank 2: the first failure line names it; tprun exits 7.
+step "PMIx_Abort(7, msg) from rank 2"
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" abort 2 2>&1)
 st=$?
 first=$(echo "$out" | grep '^tprun:' | head -1)
@@ -69,6 +75,7 @@ first=$(echo "$out" | grep '^tprun:' | head -1)
 [ -z "$(leftover)" ] && pass "no tmpdir left after an abort" || fail "tmpdir left after an abort: $(leftover)"
 
 # SIGKILL of rank 1: every survivor prints PROC-ABORTED naming rank 1, then tprun tears the job down.
+step "SIGKILL of rank 1"
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" events 1 2>&1)
 st=$?
 ok=1
@@ -77,28 +84,33 @@ for r in 0 2 3; do echo "$out" | grep -q "^rank $r: event PROC-ABORTED affected 
     ! echo "$out" | grep -q 'still alive' && pass "rank 1 SIGKILLed: ranks 0,2,3 got PROC-ABORTED for rank 1" ||
     fail "death notification: status $st: $out"
 
-# start_waiting_job OUT: tprun --pmix of two ranks that wait to be ended, in the background; tp is tprun's pid
-# and dir its server's directory once both ranks run (test-only polling: nothing else signals readiness).
+# start_waiting_job OUT: tprun --pmix of two ranks that wait to be ended, in the background; tp is tprun's pid,
+# ranks its ranks' pids (its own children: another test's clients, here or in another tree, have the same
+# command line) and dir its server's directory once both ranks run (test-only polling: nothing else signals
+# readiness).
 start_waiting_job() {
     "$TPRUN" --pmix -n 2 "$CLIENT" abort -1 >"$1" 2>&1 &
     tp=$!
     STARTED_PIDS+=($tp)
     for _ in $(seq 1 1000); do
-        [ -n "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 2 ] && break
+        ranks=$(pgrep -P "$tp" -x pmix_client)
+        [ -n "$(leftover)" ] && [ "$(echo $ranks | wc -w)" = 2 ] && break
         sleep 0.01
     done
+    [ "$(echo $ranks | wc -w)" = 2 ] || fail "tprun $tp: expected 2 waiting ranks, saw '$ranks'"
     dir=$(leftover)
 }
 
 # tprun SIGKILLed: the keeper kills the ranks and removes the server's tmpdir.
+step "tprun SIGKILLed"
 start_waiting_job "$TEST_DIR/killed.out"
 kill -9 "$tp"
 wait "$tp" 2>/dev/null
 for _ in $(seq 1 500); do
-    [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] && break
+    [ -z "$(leftover)" ] && ! any_alive $ranks && break
     sleep 0.01
 done
-[ -n "$dir" ] && [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] &&
+[ -n "$dir" ] && [ -z "$(leftover)" ] && ! any_alive $ranks &&
     pass "tprun SIGKILLed: its keeper removed $dir and the ranks are gone" ||
     fail "after SIGKILL of tprun: tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/killed.out")"
 
@@ -115,6 +127,7 @@ refused() {
 }
 
 # A bad libpmix.so.2 first on the loader's path.
+step "A bad libpmix.so.2 first on the loader's path"
 echo 'int not_pmix;' >"$TEST_DIR/fake.c"
 if ${CC:-cc} -shared -fPIC -o "$TEST_DIR/libpmix.so.2" "$TEST_DIR/fake.c" 2>/dev/null; then
     refused "bad libpmix.so.2" '^tprun: --pmix: cannot load libpmix.so.2: .*libpmix.so.2 lacks PMIx_server_init' \
@@ -124,6 +137,7 @@ else
 fi
 
 # No libpmix at all: its directory hidden by a tmpfs in a private mount namespace.
+step "No libpmix at all"
 PMIX_DIR=/usr/lib/x86_64-linux-gnu/pmix2
 if [ "$(id -u)" = 0 ] && [ -d "$PMIX_DIR" ] && unshare -m true 2>/dev/null; then
     refused "missing libpmix.so.2" '^tprun: --pmix: cannot load libpmix.so.2: libpmix.so.2: cannot open shared object file' \
@@ -133,16 +147,18 @@ else
 fi
 
 # SIGTERM to tprun: forwarded, the ranks end, tprun removes the server's directory itself (no keeper needed).
+step "SIGTERM to tprun"
 start_waiting_job "$TEST_DIR/term.out"
 kill -TERM "$tp"
 wait "$tp"
 st=$?
-[ -n "$dir" ] && [ $st -eq 143 ] && [ -z "$(leftover)" ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] &&
+[ -n "$dir" ] && [ $st -eq 143 ] && [ -z "$(leftover)" ] && ! any_alive $ranks &&
     pass "tprun SIGTERMed: status 143, ranks gone, $dir removed" ||
     fail "after SIGTERM of tprun: status $st, tmpdir before '$dir', now '$(leftover)'; $(cat "$TEST_DIR/term.out")"
 
 # libtp engines under --pmix take their world from tprun's PMIx server and bootstrap through it (no TP_* rank
 # contract); collectives and fate work as under tprun's own contract.
+step "libtp engines under --pmix take their world from tprun's PMIx server and bootstrap..."
 out=$(tprun_pmix 30 --pmix -n 3 "$RANK_PROG" boot 2>&1)
 [ $? -eq 0 ] && [ "$(echo "$out" | grep -c '^ready rank [0-2] of 3 pid [0-9]* local [0-2]/3 node 0 job pmix-tprun\.')" = 3 ] &&
     pass "libtp ranks under --pmix bootstrap through PMIx" || fail "libtp under --pmix: $out"
@@ -157,6 +173,7 @@ st=$?
 
 # Under --pmix rank 0 does not inherit tprun's bootstrap listener: MASTER_PORT is free for the engine (a
 # PyTorch store, say) to bind.
+step "Under --pmix rank 0 does not inherit tprun's bootstrap listener"
 out=$(tprun_pmix 30 --pmix -n 2 python3 -c "import os, socket
 if os.environ['RANK'] == '0': socket.socket().bind(('127.0.0.1', int(os.environ['MASTER_PORT'])))
 print('rank', os.environ['RANK'], 'ok')" 2>&1)
@@ -164,6 +181,7 @@ print('rank', os.environ['RANK'], 'ok')" 2>&1)
     fail "MASTER_PORT under --pmix: $out"
 
 # Without --pmix nothing of PMIx reaches the ranks.
+step "Without --pmix nothing of PMIx reaches the ranks"
 out=$(tprun_pmix 30 -n 1 sh -c 'env | grep -c "^PMIX_"; exit 0' 2>&1)
 [ "$out" = 0 ] && pass "plain tprun sets no PMIX_* variable" || fail "plain tprun: $out"
 finish

@@ -8,6 +8,7 @@ SETUP=$(dirname "$0")/../scripts/slurm-test-setup.sh
 SLURM_DIR=$TEST_DIR/slurm
 chmod 755 "$TEST_DIR" # munged runs as munge and must reach its socket's directory
 trap '"$SETUP" stop "$SLURM_DIR"; cleanup' EXIT
+step "starting a private one-node Slurm"
 setup_out=$("$SETUP" start "$SLURM_DIR" 2>&1)
 case $? in
 0) export SLURM_CONF=$SLURM_DIR/slurm.conf ;;
@@ -17,22 +18,26 @@ esac
 unset SLURM_JOB_ID SLURM_JOBID TP_LAUNCHER
 srun_n() { timeout -k 5 60 srun --mpi=pmix --overcommit -n "$@"; }
 
+step "srun --mpi=pmix -n 4: boot"
 out=$(srun_n 4 "$RANK_PROG" boot 2>&1)
 st=$?
 ok=1
 for r in 0 1 2 3; do echo "$out" | grep -q "^ready rank $r of 4 pid [0-9]* local $r/4 node 0 job pmix-slurm" || ok=0; done
 [ $st -eq 0 ] && [ $ok = 1 ] && pass "srun --mpi=pmix -n 4: rank, size, locality" || fail "srun -n 4: status $st: $out"
 
+step "coll_check under srun -n 4"
 out=$(TP_PART_BYTES=64K srun_n 4 ./tests/coll_check 2>&1)
 [ $? -eq 0 ] && echo "$out" | grep -q 'coll_check: 4 ranks.*all match' && pass "coll_check under srun -n 4" ||
     fail "coll_check under srun: $(echo "$out" | grep -v 'cannot reduce' | tail -20)"
 
+step "fate under srun"
 out=$(srun_n 3 "$RANK_PROG" die 1 9 2>&1)
 st=$?
 [ $st -ne 0 ] && echo "$out" | grep -q 'callback: rank [02] saw peer 1 (.*) fail' && pass "fate under srun" ||
     fail "fate under srun: status $st: $out"
 
 # tprun inside an allocation: the ranks are one srun step and bootstrap through PMIx; output stays labelled.
+step "tprun inside an allocation"
 out=$(timeout -k 5 60 salloc -Q -n 2 --overcommit "$TPRUN" -n 3 --tag-output "$RANK_PROG" boot 2>&1)
 st=$?
 ok=1
@@ -41,6 +46,7 @@ for r in 0 1 2; do echo "$out" | grep -q "^$r: ready rank $r of 3 .* job pmix-sl
     fail "tprun in an allocation: status $st: $out"
 
 # tprun's status is the first failing rank's, as without Slurm (srun's own is the largest of all the tasks').
+step "tprun's status is the first failing rank's, as without Slurm (srun's own is the..."
 out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 3 "$RANK_PROG" exit 1 7 2>&1)
 st=$?
 [ $st -eq 7 ] && echo "$out" | grep -q 'callback: rank [02] saw peer 1' &&
@@ -59,6 +65,7 @@ st=$?
 
 # tprun's placement (-H) and --wdir reach srun: the ranks run on the named node, in the named directory; a name
 # that is not a node of the allocation fails the job with srun's message.
+step "tprun's placement (-H) and --wdir reach srun"
 node=$(hostname -s)
 out=$(timeout -k 5 60 salloc -Q -n 2 "$TPRUN" -n 3 -H "$node:3" --wdir "$TEST_DIR" sh -c 'echo "r$SLURM_PROCID $SLURMD_NODENAME $(pwd)"' 2>&1)
 st=$?

@@ -15,6 +15,7 @@ leftover() { ls -d "$TMPDIR"/tprun-pmix.* 2>/dev/null; }
 pmix_on_a() { tprun_on_a --pmix -x TMPDIR="$TMPDIR" "$@"; }
 
 # World, locality, node ids, host names and a peer's data on another host, after a collecting fence.
+step "info -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" info 2>&1)
 st=$?
 ok=1
@@ -27,6 +28,7 @@ done
     fail "info across hosts: status $st: $out"
 
 # Ranks on this machine (tprun's own server) with ranks on b and c (their agents' servers).
+step "info -n 4 -H localhost:1,b:2,c:1"
 out=$(TMPDIR=$TMPDIR in_ns a "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 4 -H localhost:1,b:2,c:1 "$CLIENT" info 2>&1)
 st=$?
 me=$(hostname)
@@ -39,12 +41,14 @@ done
     fail "mixed local and remote: status $st: $out"
 
 # Fences without data: each peer's data is fetched from its own host on demand (direct modex through tprun).
+step "dmodex -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" dmodex 2>&1)
 st=$?
 [ $st = 0 ] && [ "$(echo "$out" | grep -c 'every peer.s data came on demand')" = 4 ] &&
     pass "fence without data, then Get of every peer: data fetched from the other host" || fail "dmodex: status $st: $out"
 
 # Many fences in a row, over everyone and over two interleaved subsets spanning both hosts.
+step "fences 25 -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" fences 25 2>&1)
 st=$?
 [ $st = 0 ] && [ "$(echo "$out" | grep -c 'fences over all and 25 over ranks of parity')" = 4 ] &&
@@ -53,6 +57,7 @@ st=$?
 
 # Rank 3 (alone on c) never enters a fence that has a 1 s PMIX_TIMEOUT: the others get TIMEOUT from tprun, which
 # names host c (a rank sharing a host with the late one would get PMIx's own local TIMEOUT instead).
+step "late 3 -n 4 -H a:2,b:1,c:1 (a fence with a 1 s timeout)"
 out=$(pmix_on_a -n 4 -H a:2,b:1,c:1 "$CLIENT" late 3 2>&1)
 st=$?
 echo "$out" | grep -q '^tprun: PMIx fence over ranks \* (#0) timed out: host c never entered it$' &&
@@ -62,12 +67,14 @@ echo "$out" | grep -q '^tprun: PMIx fence over ranks \* (#0) timed out: host c n
     fail "server directories left: $(leftover)"
 
 # Rank 3 (on b) dies before the fence: the ranks on a get an error from it at once, not a hang until the teardown.
+step "dies 3 -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" dies 3 2>&1)
 st=$?
 [ $st = 137 ] && [ "$(echo "$out" | grep -c '^rank [01]: fence with rank 3 dead: PROC-ABORTED$')" = 2 ] &&
     pass "rank 3 dead on b: the fence on a ends with PROC-ABORTED" || fail "dies: status $st: $out"
 
 # PMIx_Abort(7) from rank 2 on b: tprun exits 7 and names it first.
+step "abort 2 -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" abort 2 2>&1)
 st=$?
 first=$(echo "$out" | grep '^tprun:' | head -1)
@@ -76,6 +83,7 @@ first=$(echo "$out" | grep '^tprun:' | head -1)
     fail "abort across hosts: status $st: $out"
 
 # SIGKILL of rank 2 on b: the survivors on both hosts get PROC-ABORTED for rank 2 before the teardown.
+step "events 2 -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" events 2 2>&1)
 st=$?
 ok=1
@@ -88,34 +96,53 @@ wait_no_leftovers 5 || fail "left running: $(leftovers)"
 
 # b's agent SIGKILLed, then tprun SIGKILLed: the keepers remove what the dead processes could not; then tprun
 # SIGTERMed: every agent ends its ranks and removes its own directory.
+# waiting_clients: the pids of this test's waiting clients (in its own hosts, so another test's are not counted).
+waiting_clients() {
+    local p
+    for p in $(ip netns pids "$NS_A") $(ip netns pids "$NS_B"); do
+        [ "$(cmdline_of "$p")" = "$CLIENT abort -1" ] && alive "$p" && echo "$p"
+    done
+}
 for victim in agent tprun term; do
-    in_ns a "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 4 -H a:2,b:2 "$CLIENT" abort -1 >"$D/$victim.out" 2>&1 &
+    step "tprun --pmix -n 4 -H a:2,b:2, then $victim killed"
+    # ip netns exec execs tprun: $! is tprun itself (in_ns, a shell function, would give a subshell's pid).
+    ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" --pmix -x TMPDIR="$TMPDIR" -n 4 -H a:2,b:2 "$CLIENT" abort -1 \
+        >"$D/$victim.out" 2>&1 &
     tp=$!
     TEST_PIDS+=($tp)
     for _ in $(seq 1 400); do
-        [ "$(leftover | wc -l)" -ge 3 ] && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 4 ] && break
+        [ "$(leftover | wc -l)" -ge 3 ] && [ "$(waiting_clients | wc -l)" = 4 ] && break
         sleep 0.025
     done
+    clients=$(waiting_clients)
+    # The pid signalled below must be tprun's own, or the check of what is left proves nothing.
+    [ "$(comm_of "$tp")" = tprun ] || fail "$victim: pid $tp is not tprun but '$(comm_of "$tp")'"
     dirs=$(leftover | wc -l)
     if [ $victim = agent ]; then
         for p in $(ip netns pids "$NS_B"); do
             tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--agent' && kill -KILL "$p"
         done
     elif [ $victim = tprun ]; then
-        kill -KILL "$tp"
+        # In a block without stderr: bash prints a "Killed" notice when it sees tprun SIGKILLed.
+        {
+            kill -KILL "$tp"
+            wait "$tp"
+        } 2>/dev/null
     else
         kill -TERM "$tp"
     fi
     wait "$tp" 2>/dev/null
     st=$?
     [ $victim = term ] && [ $st != 143 ] && fail "tprun SIGTERMed: status $st, expected 143"
-    wait_no_leftovers 5 && [ "$(pgrep -c -f "^$CLIENT abort -1")" = 0 ] || fail "$victim killed: left running: $(leftovers)"
+    [ "$(echo $clients | wc -w)" = 4 ] || fail "$victim: expected 4 waiting clients, saw '$clients'"
+    wait_no_leftovers 5 && [ -z "$(waiting_clients)" ] || fail "$victim killed: left running: $(leftovers)"
     for _ in $(seq 1 200); do [ -z "$(leftover)" ] && break; sleep 0.025; done
     [ "$dirs" = 3 ] && [ -z "$(leftover)" ] && pass "$victim killed: every rank gone, all 3 server directories removed" ||
         fail "$victim killed: $dirs directories before, left: '$(leftover)'; $(cat "$D/$victim.out")"
 done
 
 # A host whose libpmix.so.2 is not PMIx: the launch fails naming the host and the library; nothing runs anywhere.
+step "a bad libpmix.so.2 on b"
 mkdir -p "$D/fakelib"
 echo 'int not_pmix;' >"$D/fake.c"
 if ${CC:-cc} -shared -fPIC -o "$D/fakelib/libpmix.so.2" "$D/fake.c" 2>/dev/null; then
@@ -141,6 +168,7 @@ fi
 
 # libtp engines under --pmix across hosts bootstrap through the servers' fence (rank 0's address and key), then
 # run their collectives as without it.
+step "libtp boot and coll_check under --pmix across hosts"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$RANK_PROG" boot 2>&1)
 [ $? = 0 ] && [ "$(echo "$out" | grep -c '^ready rank [0-3] of 4 pid [0-9]* local [01]/2 node [01] job pmix-tprun\.')" = 4 ] &&
     pass "libtp ranks under --pmix across hosts bootstrap through PMIx" || fail "libtp boot under --pmix: $out"

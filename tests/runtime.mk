@@ -10,7 +10,7 @@ tests_runtime_intruder_SOURCES = tests/runtime_intruder.c
 tests_runtime_intruder_LDADD = libtp.la
 TESTS += tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
 	tests/runtime_intruders.sh tests/runtime_fate.sh
-EXTRA_DIST += tests/runtime_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
+EXTRA_DIST += tests/runtime_lib.sh tests/proc_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
 	tests/runtime_intruders.sh tests/runtime_fate.sh
 # Real executables, not libtool wrapper scripts: a wrapper adds a shell start to every rank.
 tests_runtime_rank_LDFLAGS = -no-install

@@ -32,11 +32,12 @@ st=$?
 # TP_BOOT_ADDR with several addresses: one that refuses gives way to the next, with a warning naming it; a
 # malformed later entry is an error at once.
 port=$(free_port) dead=$(free_port)
-tp_env() { env TP_RANK=$1 TP_WORLD_SIZE=2 TP_LOCAL_RANK=$1 TP_LOCAL_WORLD_SIZE=2 TP_NODE_RANK=0 TP_JOB_ID=alts \
+# tp_env execs (run it in a subshell): backgrounded, $! is then the rank's timeout, not a subshell.
+tp_env() { exec env TP_RANK=$1 TP_WORLD_SIZE=2 TP_LOCAL_RANK=$1 TP_LOCAL_WORLD_SIZE=2 TP_NODE_RANK=0 TP_JOB_ID=alts \
     TP_JOB_KEY=00112233445566778899aabbccddeeff TP_BOOT_ADDR=$2 timeout 20 "$RANK_PROG" boot; }
 tp_env 0 127.0.0.1:$port >"$TEST_DIR/a0.out" 2>"$TEST_DIR/a0.err" &
 STARTED_PIDS+=($!)
-tp_env 1 127.0.0.1:$dead,127.0.0.1:$port >"$TEST_DIR/a1.out" 2>"$TEST_DIR/a1.err"
+(tp_env 1 127.0.0.1:$dead,127.0.0.1:$port >"$TEST_DIR/a1.out" 2>"$TEST_DIR/a1.err")
 st=$?
 wait
 [ $st = 0 ] && grep -q "^ready rank 1 of 2" "$TEST_DIR/a1.out" &&

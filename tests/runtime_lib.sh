@@ -1,6 +1,7 @@
 # runtime_lib.sh: helpers for the runtime's multi-rank test scripts (sourced; automake runs tests in the
 # build directory, so programs are found relative to it).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
 RANK_PROG=${RANK_PROG:-./tests/runtime_rank}
 INTRUDER=${INTRUDER:-./tests/runtime_intruder}
 TPRUN=${TPRUN:-./tprun}
@@ -9,8 +10,13 @@ STARTED_PIDS=()
 fails=0
 
 cleanup() {
-    for p in "${STARTED_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for p in "${STARTED_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    local p
+    for p in "${STARTED_PIDS[@]}"; do
+        alive "$p" || continue
+        disown "$p" 2>/dev/null # else bash prints a "Killed" notice for it
+        kill -9 -- "-$p" 2>/dev/null # a timeout leads its own process group: the program under it too
+        kill -9 "$p" 2>/dev/null
+    done
     rm -rf "$TEST_DIR"
 }
 trap cleanup EXIT
@@ -19,6 +25,8 @@ trap 'exit 124' TERM # the harness's timeout ends a hung test; cleanup still run
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 pass() { echo "ok: $*"; }
 finish() { [ "$fails" -eq 0 ] && exit 0; echo "$fails check(s) failed"; exit 1; }
+# step WHAT: says what the test starts now, and when, so that a slow or hung test's log shows where it is.
+step() { echo "== ${SECONDS}s: $*"; }
 
 # A port that was free a moment ago (the bootstrap of torchrun-style jobs needs one given up front).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -56,12 +56,16 @@ agent_on_b() {
 fate_case() {
     local name=$1 want_st=$2 pattern=$3 times= i ms st first before=$fails
     for i in $(seq 1 "$RUNS"); do
+        step "$name ($i of $RUNS)"
         if ! start_job "$D/$name.$i"; then
             fail "$name: ranks never got ready: $(cat "$D/$name.$i.out" "$D/$name.$i.err")"
             return
         fi
-        ms=$(kill_and_time "$(eval echo "\"$KILL\"")" $RANK_PIDS)
-        wait "$TP_PID"
+        # In a block without stderr: bash prints a "Killed" notice when it sees tprun SIGKILLed, at its next command.
+        {
+            ms=$(kill_and_time "$(eval echo "\"$KILL\"")" $RANK_PIDS 2>&1)
+            wait "$TP_PID"
+        } 2>/dev/null
         st=$?
         first=$(grep -m1 '^tprun: ' "$D/$name.$i.err")
         [ "$ms" = never ] && fail "$name: ranks survived: $(leftovers)" && kill -KILL "$TP_PID" $RANK_PIDS

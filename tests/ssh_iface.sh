@@ -7,6 +7,7 @@
 report() {
     local name=$1 hosts=$2
     shift 2
+    step "--report-bindings -H $hosts: $name"
     out=$(env "$@" ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" --report-bindings -n 2 -H "$hosts" "$RANK_PROG" boot 2>&1)
     st=$?
     [ $st = 0 ] || fail "$name: status $st: $out"
@@ -37,6 +38,7 @@ report "TP_IFNAME==rail1" a,b 'TP_IFNAME==rail1'
 has "TP_IFNAME==rail1 (exact)" 'iface: rank 0 (host a): rail1 198.18.3.2 -> 198.18.3.1'
 
 # The connection itself runs where the report says: the TCP mesh between a and b on rail1.
+step "a blocking job on rail1: where its TCP connection runs"
 ip netns exec "$NS_A" env TP_IFNAME==rail1 "$TPRUN" --ssh "$SSH" -n 2 -H a,b "$RANK_PROG" block >"$D/blk.out" 2>&1 &
 TP_PID=$!
 TEST_PIDS+=($TP_PID)
@@ -46,6 +48,7 @@ echo "$conns" | grep -q '198\.18\.3\.2:[0-9]* *198\.18\.3\.1:[0-9]*' && pass "th
     fail "no connection on rail1: $conns"
 kill -TERM $TP_PID
 wait $TP_PID
+wait_no_leftovers 5 || fail "the rail1 job SIGTERMed: left running: $(leftovers)"
 
 # a's rail0 cut off (its cable pulled: the veth leaves the bridge, the address stays up and published): b tries
 # rail0 first for the bootstrap and for TCP, gets no answer, and uses the next /24 both share, rail1; both reports

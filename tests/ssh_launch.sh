@@ -4,6 +4,7 @@
 . "$(dirname "$0")/netns_lib.sh"
 
 # Placement and TP_NODE_RANK / TP_LOCAL_RANK: by slot, then by node.
+step "placement: -n 4 -H a:2,b:2 and -n 6 -H a:2,b:2,c:2 --map-by node"
 out=$(tprun_on_a -n 4 -H a:2,b:2 "$RANK_PROG" boot 2>&1)
 st=$?
 for want in "ready rank 0 of 4 .* local 0/2 node 0" "ready rank 1 of 4 .* local 1/2 node 0" \
@@ -21,11 +22,12 @@ done
 [ $st = 0 ] && [ $ok = 1 ] && pass "-n 6 --map-by node deals ranks over a, b, c" || fail "--map-by node: $st: $out"
 
 # The rank environment on a remote host: TP_HOST, -x variables, the working directory, and the key never on argv.
+step "the rank environment on hosts a, b, c; --wdir and --tag-output"
 mkdir -p "$D/work"
 cat >"$D/work/env.sh" <<'EOF'
 #!/bin/sh
 echo "env $TP_RANK host=$TP_HOST node=$TP_NODE_RANK local=$TP_LOCAL_RANK/$TP_LOCAL_WORLD_SIZE x=$TEST_X y=$TEST_Y pwd=$(pwd)"
-for p in /proc/[0-9]*; do tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "$TP_JOB_KEY" && echo "key on argv of $p"; done
+grep -alF -- "$TP_JOB_KEY" /proc/[0-9]*/cmdline 2>/dev/null | sed 's/^/key on argv of /' # one grep: fast under load
 echo "to stderr $TP_RANK" >&2
 EOF
 chmod +x "$D/work/env.sh"
@@ -46,6 +48,7 @@ echo "$out" | grep -qx "\[1\] env 1 host=c node=1 local=0/1 x= y= pwd=$D" && pas
 
 # The foundation's and the collectives' multi-rank tests across hosts.
 for hosts in "-n 4 -H a:2,b:2" "-n 6 -H a,b,c"; do
+    step "runtime_rank boot and coll_check $hosts"
     out=$(tprun_on_a $hosts "$RANK_PROG" boot 2>&1) && pass "runtime_rank boot $hosts" ||
         fail "runtime_rank boot $hosts: $out"
     out=$(TP_PART_BYTES=64K tprun_on_a $hosts ./tests/coll_check 2>&1) &&
@@ -54,6 +57,7 @@ done
 
 # tprun's stdin reaches rank 0 on another host whole (a 5 MB file, a pipe, /dev/null); the other ranks get none;
 # a rank 0 that stops reading does not keep tprun waiting on an endless input.
+step "stdin to rank 0 on b: a 5 MB file, /dev/null, a pipe, an endless stream"
 cat >"$D/work/stdin.sh" <<'EOF'
 #!/bin/sh
 if [ "$TP_RANK" = 0 ]; then echo "rank 0 on $TP_HOST read $(md5sum | cut -c1-32)"; else echo "rank $TP_RANK read $(wc -c | tr -d ' ') bytes"; fi
@@ -79,6 +83,7 @@ st=$?
 launch_fails() { # NAME PATTERN ARGS...
     local name=$1 pattern=$2 t0 t1
     shift 2
+    step "a launch that must fail: $name"
     t0=$(date +%s%N)
     out=$(TP_SSH_TIMEOUT=10 tprun_on_a "$@" 2>&1) # the default deadline; this case alone took 3.6-5.0 s here
     st=$?
