@@ -51,8 +51,12 @@ typedef struct tp_auth_accept {
     uint8_t server_nonce[16];
     uint8_t client_nonce[16];
     tp_conn_kind_t kind;
-    int rank; /* the rank the client claims, valid once done */
+    int rank;            /* the rank the client claims, valid once done */
+    int64_t deadline_ns; /* accepted + TP_AUTH_DEADLINE_NS: a client that has not proved the key by then is dropped */
 } tp_auth_accept_t;
+
+/* A real peer proves the key in a few round trips; a connection that has not within this long is dropped. */
+#define TP_AUTH_DEADLINE_NS 1000000000LL
 
 typedef enum tp_auth_result {
     TP_AUTH_MORE = 0,    /* wait for the socket to be readable again */
@@ -63,6 +67,29 @@ typedef enum tp_auth_result {
 void tp_auth_accept_init(tp_auth_accept_t *st);
 tp_auth_result_t tp_auth_accept_step(tp_auth_accept_t *st, int fd, const uint8_t key[TP_JOB_KEY_BYTES],
                                      tp_conn_kind_t expect_kind, char *why, size_t why_len);
+
+/*
+ * Refused connections at one listener: the first TP_REFUSALS_LOGGED are logged in full, the rest counted and
+ * reported in one line per kind, so a flood of strays cannot flood the log. Zero-initialise, set subsys.
+ */
+#define TP_REFUSALS_LOGGED 8
+typedef enum tp_refusal_kind {
+    TP_REFUSED_LATE,  /* did not prove the key by its deadline: only ever counted */
+    TP_REFUSED_BAD,   /* failed the handshake or what follows it */
+    TP_REFUSED_STRAY, /* still in the handshake when the listener needed no one more */
+    TP_REFUSED_KINDS
+} tp_refusal_kind_t;
+typedef struct tp_refusals {
+    const char *subsys;
+    int logged;
+    int count[TP_REFUSED_KINDS]; /* not yet reported */
+    char first[TP_REFUSED_KINDS][64];
+} tp_refusals_t;
+/* One refused connection from `from`; fmt (a whole message) is logged while fewer than TP_REFUSALS_LOGGED were. */
+void tp_refusals_note(tp_refusals_t *r, tp_refusal_kind_t kind, const char *from, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Logs one line per kind of the refusals counted since the last report. */
+void tp_refusals_report(tp_refusals_t *r);
 
 /* A peer's printable address ("127.0.0.1:4711") for messages. */
 void tp_sockaddr_string(int fd, int peer_side, char *out, size_t len);

@@ -1,5 +1,6 @@
 /* runtime_auth.c: the mutual challenge-response every connection of a job goes through. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -88,6 +89,40 @@ void tp_auth_accept_init(tp_auth_accept_t *st)
     memset(st, 0, sizeof(*st));
     st->state = AUTH_WANT_HELLO;
     st->rank = -1;
+    st->deadline_ns = tp_now_ns() + TP_AUTH_DEADLINE_NS;
+}
+
+void tp_refusals_note(tp_refusals_t *r, tp_refusal_kind_t kind, const char *from, const char *fmt, ...)
+{
+    if (kind != TP_REFUSED_LATE && r->logged < TP_REFUSALS_LOGGED) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        tp_log(TP_LOG_WARN, r->subsys, "%s", msg);
+        if (++r->logged == TP_REFUSALS_LOGGED)
+            tp_log(TP_LOG_WARN, r->subsys, "further refused connections are counted, not logged one by one");
+        return;
+    }
+    if (r->count[kind]++ == 0) snprintf(r->first[kind], sizeof(r->first[kind]), "%s", from);
+}
+
+void tp_refusals_report(tp_refusals_t *r)
+{
+    char late[64];
+    snprintf(late, sizeof(late), "did not prove the job's key within %g s", TP_AUTH_DEADLINE_NS / 1e9);
+    const char *const what[TP_REFUSED_KINDS] = {
+        [TP_REFUSED_LATE] = late,
+        [TP_REFUSED_BAD] = "failed the handshake or the check-in",
+        [TP_REFUSED_STRAY] = "were still in the handshake when no more were needed",
+    };
+    for (int k = 0; k < TP_REFUSED_KINDS; k++) {
+        if (r->count[k] == 0) continue;
+        tp_log(TP_LOG_WARN, r->subsys, "refused %d connection%s that %s (the first from %s)", r->count[k],
+               r->count[k] == 1 ? "" : "s", what[k], r->first[k]);
+        r->count[k] = 0;
+    }
 }
 
 static tp_auth_result_t refuse(char *why, size_t why_len, const char *fmt, const uint8_t *bytes, size_t have)

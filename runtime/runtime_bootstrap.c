@@ -18,7 +18,7 @@
 #include "runtime_wire.h"
 
 #define RECORD_MAX    (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + 4096)
-#define PENDING_EXTRA 64 /* connections beyond the world size still being authenticated */
+#define PENDING_EXTRA 64 /* handshakes held beyond one per rank still expected */
 
 enum { CONN_AUTH, CONN_RECORD, CONN_IN };
 
@@ -155,18 +155,39 @@ static void root_broadcast_error(boot_conn_t *conns, int nconns, tp_status_t sta
             tp_wire_send_msg(conns[i].fd, TP_MSG_ERROR, buf, (size_t)n, tp_now_ns() + 1000000000);
 }
 
-static void root_accept(tp_world_t *w, boot_conn_t *conns, int *nconns, int cap)
+/* Connections still proving the key: room for each rank still expected and PENDING_EXTRA strays. */
+static int auth_pending(const boot_conn_t *conns, int nconns)
 {
-    for (;;) {
-        int fd = accept4(w->boot_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;
-        if (*nconns >= cap) {
-            char name[64];
-            tp_sockaddr_string(fd, 1, name, sizeof(name));
-            tp_log(TP_LOG_WARN, "boot", "refused connection from %s: too many connections pending", name);
-            close(fd);
+    int n = 0;
+    for (int i = 0; i < nconns; i++) n += conns[i].fd >= 0 && conns[i].state == CONN_AUTH;
+    return n;
+}
+
+/*
+ * Drops the connections past their handshake deadline; returns the earliest deadline of the others (INT64_MAX
+ * when none). A real rank proves the key at once, so only strays and the idle are dropped.
+ */
+static int64_t root_expire(boot_conn_t *conns, int nconns, tp_refusals_t *refused)
+{
+    int64_t now = tp_now_ns(), next = INT64_MAX;
+    for (int i = 0; i < nconns; i++) {
+        if (conns[i].fd < 0 || conns[i].state != CONN_AUTH) continue;
+        if (conns[i].auth.deadline_ns > now) {
+            if (conns[i].auth.deadline_ns < next) next = conns[i].auth.deadline_ns;
             continue;
         }
+        tp_refusals_note(refused, TP_REFUSED_LATE, conns[i].name, "%s", "");
+        conn_close(&conns[i]);
+    }
+    return next;
+}
+
+/* Accepts while there is room: a connection beyond it waits in the kernel's queue until a stray is dropped. */
+static void root_accept(tp_world_t *w, boot_conn_t *conns, int *nconns, int cap, int room)
+{
+    for (int pending = auth_pending(conns, *nconns); pending < room && *nconns < cap; pending++) {
+        int fd = accept4(w->boot_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;
         boot_conn_t *c = &conns[(*nconns)++];
         memset(c, 0, sizeof(*c));
         c->fd = fd;
@@ -180,7 +201,7 @@ static void root_accept(tp_world_t *w, boot_conn_t *conns, int *nconns, int cap)
 
 /* Handles one readable connection; returns a job-fatal status with msg set, or TP_OK. */
 static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *checkins, int *in, int *checked, char *msg,
-                                size_t msg_len)
+                                size_t msg_len, tp_refusals_t *refused)
 {
     char why[256];
     if (c->state == CONN_AUTH) {
@@ -191,7 +212,7 @@ static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *che
             a = TP_AUTH_REFUSED;
         }
         if (a == TP_AUTH_REFUSED) {
-            tp_log(TP_LOG_WARN, "boot", "refused connection from %s: %s", c->name, why);
+            tp_refusals_note(refused, TP_REFUSED_BAD, c->name, "refused connection from %s: %s", c->name, why);
             conn_close(c);
             return TP_OK;
         }
@@ -219,8 +240,8 @@ static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *che
         r = TP_READ_ERROR;
     }
     if (r != TP_READ_MSG) {
-        tp_log(TP_LOG_WARN, "boot", "dropped connection from %s (rank %d): %s", c->name, c->rank,
-               r == TP_READ_EOF ? "closed before checking in" : why);
+        tp_refusals_note(refused, TP_REFUSED_BAD, c->name, "dropped connection from %s (rank %d): %s", c->name, c->rank,
+                         r == TP_READ_EOF ? "closed before checking in" : why);
         conn_close(c);
         return TP_OK;
     }
@@ -270,7 +291,9 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
 
 static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
 {
-    int cap = w->size + PENDING_EXTRA, nconns = 0, checked = 1;
+    /* checked-in ranks, ranks sending their record, and the handshakes (at most one per rank expected + extra) */
+    int cap = 2 * w->size + PENDING_EXTRA, nconns = 0, checked = 1;
+    tp_refusals_t refused = {.subsys = "boot"};
     boot_conn_t *conns = calloc((size_t)cap, sizeof(*conns));
     int *in = calloc((size_t)w->size, sizeof(int));
     struct pollfd *pfd = calloc((size_t)cap + 1, sizeof(*pfd));
@@ -297,17 +320,22 @@ static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
             missing_ranks(in, w->size, list, sizeof(list));
             tp_log(TP_LOG_WARN, "boot", "waiting for rank%s %s: %d/%d checked in", w->size - checked > 1 ? "s" : "",
                    list, checked, w->size);
+            tp_refusals_report(&refused);
             next_report = now + seconds_ns(w->boot_report_s);
         }
-        int64_t until = next_report < deadline ? next_report : deadline;
-        /* Compact closed connections, then poll the listener and every open connection. */
+        int64_t until = next_report < deadline ? next_report : deadline,
+                next_expiry = root_expire(conns, nconns, &refused);
+        if (next_expiry < until) until = next_expiry;
+        /* Compact closed connections, then poll the listener (while there is room) and every open connection. */
         int k = 0;
         for (int i = 0; i < nconns; i++)
             if (conns[i].fd >= 0) conns[k++] = conns[i];
         nconns = k;
-        pfd[0] = (struct pollfd){.fd = w->boot_listen_fd, .events = POLLIN};
+        int room = w->size - checked + PENDING_EXTRA;
+        int full = auth_pending(conns, nconns) >= room || nconns >= cap;
+        pfd[0] = (struct pollfd){.fd = full ? -1 : w->boot_listen_fd, .events = POLLIN};
         for (int i = 0; i < nconns; i++) pfd[i + 1] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
-        int rc = poll(pfd, (nfds_t)nconns + 1, (int)((until - now + 999999) / 1000000));
+        int rc = poll(pfd, (nfds_t)nconns + 1, until > now ? (int)((until - now + 999999) / 1000000) : 0);
         if (rc < 0 && errno != EINTR) {
             snprintf(msg, sizeof(msg), "poll failed: %s", strerror(errno));
             s = TP_ERR_SYSTEM;
@@ -316,10 +344,18 @@ static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
         if (rc <= 0) continue;
         int polled = nconns;
         for (int i = 0; i < polled && s == TP_OK; i++)
-            if (pfd[i + 1].revents) s = root_service(w, &conns[i], checkins, in, &checked, msg, sizeof(msg));
+            if (pfd[i + 1].revents) s = root_service(w, &conns[i], checkins, in, &checked, msg, sizeof(msg), &refused);
         if (s != TP_OK) break;
-        if (pfd[0].revents) root_accept(w, conns, &nconns, cap);
+        if (pfd[0].revents) root_accept(w, conns, &nconns, cap, w->size - checked + PENDING_EXTRA);
     }
+    for (int i = 0; i < nconns; i++)
+        if (conns[i].fd >= 0 && conns[i].state != CONN_IN) {
+            tp_refusals_note(&refused, TP_REFUSED_STRAY, conns[i].name,
+                             "refused connection from %s: still in the handshake when every rank had checked in",
+                             conns[i].name);
+            conn_close(&conns[i]);
+        }
+    tp_refusals_report(&refused);
     if (s == TP_OK) s = tp_settings_compare(checkins, w->size, msg, sizeof(msg));
     if (s == TP_OK) {
         for (int r = 0; r < w->size; r++) w->peers[r] = checkins[r].record;

@@ -140,12 +140,51 @@ tp_status_t tp_config_parse_bool(const char *name, const char *text, int *out, c
     return bad_value(name, text, "1, 0, yes, no, true, false, on or off", err, err_len);
 }
 
+/* The transports built into libtp, in runtime_transports.c's order (runtime_unit checks that they agree). */
+const char *const tp_config_transports[] = {"tcp"};
+const size_t tp_config_transports_len = sizeof(tp_config_transports) / sizeof(tp_config_transports[0]);
+
+tp_status_t tp_config_parse_part_bytes(const char *text, uint64_t *out, char *err, size_t err_len)
+{
+    uint64_t v;
+    if (tp_config_parse_size("TP_PART_BYTES", text, &v, err, err_len) != TP_OK) return TP_ERR_INVALID;
+    if (v < TP_PART_BYTES_MIN || v > TP_PART_BYTES_MAX)
+        return bad_value("TP_PART_BYTES", text, "a byte count from 64 to 1G (a part holds at least one element)", err,
+                         err_len);
+    *out = v;
+    return TP_OK;
+}
+
+/* TP_TRANSPORTS: comma-separated names, each maybe with ^; an unknown one is refused, as a typo would drop it. */
+static tp_status_t check_transports(const char *text, char *err, size_t err_len)
+{
+    for (const char *p = text; *p != '\0';) {
+        size_t l = strcspn(p, ","), skip = p[0] == '^';
+        size_t k = 0;
+        while (k < tp_config_transports_len && !(strlen(tp_config_transports[k]) == l - skip &&
+                                                 strncmp(tp_config_transports[k], p + skip, l - skip) == 0))
+            k++;
+        if (l > skip && k == tp_config_transports_len) {
+            char known[128] = "";
+            for (size_t j = 0, o = 0; j < tp_config_transports_len && o < sizeof(known); j++)
+                o += (size_t)snprintf(known + o, sizeof(known) - o, "%s%s", j ? ", " : "", tp_config_transports[j]);
+            snprintf(err, err_len, "TP_TRANSPORTS: unknown transport \"%.*s\" in \"%s\" (known: %s)", (int)(l - skip),
+                     p + skip, text, known);
+            return TP_ERR_INVALID;
+        }
+        p += l + (p[l] == ',');
+    }
+    return TP_OK;
+}
+
 static tp_status_t check_value(const tp_config_entry_t *e, const char *text, char *err, size_t err_len)
 {
     int64_t i;
     uint64_t u;
     double d;
     int b;
+    if (strcmp(e->env, "TP_PART_BYTES") == 0) return tp_config_parse_part_bytes(text, &u, err, err_len);
+    if (strcmp(e->env, "TP_TRANSPORTS") == 0) return check_transports(text, err, err_len);
     switch (e->kind) {
     case TP_CONFIG_INT: return tp_config_parse_int(e->env, text, &i, err, err_len);
     case TP_CONFIG_SIZE: return tp_config_parse_size(e->env, text, &u, err, err_len);

@@ -43,6 +43,16 @@ tp_status_t tp_config_parse_size(const char *name, const char *text, uint64_t *o
 tp_status_t tp_config_parse_seconds(const char *name, const char *text, double *out, char *err, size_t err_len);
 tp_status_t tp_config_parse_bool(const char *name, const char *text, int *out, char *err, size_t err_len);
 
+/* TP_PART_BYTES: a size with bounds: a part holds an element of any type (8 bytes) and its length fits a frame's
+ * 32-bit field. */
+#define TP_PART_BYTES_MIN 64
+#define TP_PART_BYTES_MAX (1ull << 30)
+tp_status_t tp_config_parse_part_bytes(const char *text, uint64_t *out, char *err, size_t err_len);
+
+/* Transport names TP_TRANSPORTS may name. */
+extern const char *const tp_config_transports[];
+extern const size_t tp_config_transports_len;
+
 /* The environment's value of an entry, else its default (NULL when neither). */
 const char *tp_config_value(const char *env);
 

@@ -17,14 +17,19 @@ static tp_status_t env_int(const char *name, int required, int64_t max, int *out
 {
     const char *text = getenv(name);
     char err[256];
-    int64_t v;
+    int64_t v = 0;
     if (text == NULL) {
         if (!required) return TP_OK;
         tp_log(TP_LOG_ERROR, "env", "%s is not set (the launcher must set it)", name);
         return TP_ERR_INVALID;
     }
-    if (tp_config_parse_int(name, text, &v, err, sizeof(err)) != TP_OK || v > max) {
-        if (v > max) snprintf(err, sizeof(err), "%s: expected at most %lld, got \"%s\"", name, (long long)max, text);
+    /* v is only read once the parse succeeded: a failed parse's message is the one to show. */
+    tp_status_t s = tp_config_parse_int(name, text, &v, err, sizeof(err));
+    if (s == TP_OK && v > max) {
+        snprintf(err, sizeof(err), "%s: expected at most %lld, got \"%s\"", name, (long long)max, text);
+        s = TP_ERR_INVALID;
+    }
+    if (s != TP_OK) {
         tp_log(TP_LOG_ERROR, "env", "%s", err);
         return TP_ERR_INVALID;
     }
@@ -49,62 +54,58 @@ bad:
     return TP_ERR_INVALID;
 }
 
-/* Splits "host:port" (the last colon) into its parts. */
-static tp_status_t parse_host_port(const char *name, const char *text, char *host, size_t host_len, int *port)
+/* One "host:port" entry (the last colon splits it; the port is 1 to 5 digits, 1-65535); NULL, or what is wrong. */
+static const char *parse_host_port(const char *text, size_t len, char *host, size_t host_len, int *port)
 {
-    const char *colon = strrchr(text, ':');
-    char *end;
-    long p = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (colon == NULL || colon == text || (size_t)(colon - text) >= host_len || *end != '\0' || colon[1] == '\0' ||
-        p <= 0 || p > 65535) {
-        tp_log(TP_LOG_ERROR, "env", "%s: expected host:port, got \"%s\"", name, text);
-        return TP_ERR_INVALID;
+    if (len == 0) return "is empty";
+    const char *colon = memrchr(text, ':', len);
+    if (colon == NULL) return "has no :port";
+    if (colon == text) return "has no host before the colon";
+    if (colon + 1 == text + len) return "has no port after the colon";
+    if ((size_t)(colon - text) >= host_len) return "has a host name too long";
+    size_t digits = len - (size_t)(colon + 1 - text);
+    long p = 0;
+    for (size_t i = 0; i < digits; i++) {
+        if (colon[1 + i] < '0' || colon[1 + i] > '9') return "has a port that is not digits";
+        if (i < 6) p = p * 10 + (colon[1 + i] - '0');
     }
+    if (digits == 0 || digits > 5 || p < 1 || p > 65535) return "has a port outside 1-65535";
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = '\0';
     *port = (int)p;
-    return TP_OK;
+    return NULL;
 }
 
 /* TP_BOOT_ADDR: "host:port", or several comma-separated, best first (every address of rank 0's host). */
 static tp_status_t parse_boot_addrs(tp_world_t *w, const char *addrs)
 {
-    char first[TP_HOST_MAX + 8], host[TP_HOST_MAX];
+    char host[TP_HOST_MAX];
+    int port, k = 0;
     w->boot_nmore = 0;
-    size_t n = strcspn(addrs, ",");
-    if (n >= sizeof(first)) {
-        tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: \"%.60s...\" is too long for host:port", addrs);
-        return TP_ERR_INVALID;
-    }
-    memcpy(first, addrs, n);
-    first[n] = '\0';
-    tp_status_t s = parse_host_port("TP_BOOT_ADDR", first, w->boot_host, sizeof(w->boot_host), &w->boot_port);
-    const char *more = addrs[n] == ',' ? addrs + n + 1 : "";
-    if (s == TP_OK && strlen(more) >= TP_ADDRS_MAX) {
+    if (strlen(addrs) >= TP_ADDRS_MAX) {
         tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: more than %d bytes of addresses", TP_ADDRS_MAX - 1);
         return TP_ERR_INVALID;
     }
     /* Every entry must be one: a typo in the third address is an error now, not a surprise at a fallback. */
-    for (const char *p = more; s == TP_OK && *p != '\0';) {
+    for (const char *p = addrs;; k++) {
         size_t l = strcspn(p, ",");
-        int port;
-        snprintf(first, sizeof(first), "%.*s", (int)(l < sizeof(first) - 1 ? l : sizeof(first) - 1), p);
-        if (l == 0 || l >= sizeof(first) ||
-            (s = parse_host_port("TP_BOOT_ADDR", first, host, sizeof(host), &port)) != TP_OK) {
-            if (s == TP_OK) tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: an empty or too long entry in \"%s\"", addrs);
+        const char *wrong = parse_host_port(p, l, host, sizeof(host), &port);
+        if (wrong != NULL) {
+            tp_log(TP_LOG_ERROR, "env",
+                   "TP_BOOT_ADDR: expected host:port[,host:port...] with ports 1-65535, got \"%s\" (entry %d %s)",
+                   addrs, k + 1, wrong);
             return TP_ERR_INVALID;
         }
-        if (w->boot_nmore < TP_BOOT_MORE_MAX) {
+        if (k == 0) {
+            snprintf(w->boot_host, sizeof(w->boot_host), "%s", host);
+            w->boot_port = port;
+        } else if (w->boot_nmore < TP_BOOT_MORE_MAX) {
             snprintf(w->boot_more_host[w->boot_nmore], TP_HOST_MAX, "%s", host);
             w->boot_more_port[w->boot_nmore++] = port;
         }
-        p += l + (p[l] == ',');
-        if (p[-1] == ',' && *p == '\0') {
-            tp_log(TP_LOG_ERROR, "env", "TP_BOOT_ADDR: an empty entry at the end of \"%s\"", addrs);
-            return TP_ERR_INVALID;
-        }
+        if (p[l] == '\0') return TP_OK;
+        p += l + 1;
     }
-    return s;
 }
 
 static tp_status_t read_tprun(tp_world_t *w)
@@ -197,8 +198,7 @@ static tp_status_t read_settings(tp_world_t *w)
                                      sizeof(err))) != TP_OK ||
         (s = tp_config_parse_seconds("TP_HEARTBEAT_TIMEOUT", tp_config_value("TP_HEARTBEAT_TIMEOUT"),
                                      &w->heartbeat_timeout_s, err, sizeof(err))) != TP_OK ||
-        (s = tp_config_parse_size("TP_PART_BYTES", tp_config_value("TP_PART_BYTES"), &w->part_bytes, err,
-                                  sizeof(err))) != TP_OK ||
+        (s = tp_config_parse_part_bytes(tp_config_value("TP_PART_BYTES"), &w->part_bytes, err, sizeof(err))) != TP_OK ||
         (s = tp_config_parse_int("TP_SPIN_US", tp_config_value("TP_SPIN_US"), &spin, err, sizeof(err))) != TP_OK) {
         tp_log(TP_LOG_ERROR, "env", "%s", err);
         return s;

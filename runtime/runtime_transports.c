@@ -22,6 +22,12 @@ typedef struct tp_transports {
     int *peer_tr; /* by world rank: index into ops, -1 for this rank */
 } tp_transports_t;
 
+int tp_transports_names(const char **names, int max)
+{
+    for (int i = 0; i < NUM_TRANSPORTS && i < max; i++) names[i] = tp_transport_list[i]->name;
+    return NUM_TRANSPORTS;
+}
+
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle)
 {
     return TP_ERR_UNSUPPORTED;

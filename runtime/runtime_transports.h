@@ -6,6 +6,9 @@
 
 #define TP_TRANSPORTS_MAX 8
 
+/* The built-in transports' names, in order of preference (at most max of them); returns how many exist. */
+int tp_transports_names(const char **names, int max);
+
 /*
  * Parses a TP_TRANSPORTS value against the known names: "" keeps all in array order, "a,b" keeps those in that
  * order, "^a" drops a. Writes indices into order; unknown names are listed in unknown (comma-separated).

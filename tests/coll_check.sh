@@ -1,6 +1,7 @@
 #!/bin/bash
 # Every collective x type x size against the rank-order reference, at worlds 1, 2, 3, 4 and 8 (small parts so
-# sizes of one, two and three parts stay fast), and slices of several parts at 3 ranks.
+# sizes of one, two and three parts stay fast), and slices of several parts at 3 ranks; then the smallest part
+# TP_PART_BYTES allows and odd sizes above it (no element type divides 71), where a part is a few elements.
 set -u
 TPRUN=${TPRUN:-./tprun}
 export TP_PART_BYTES=64K
@@ -16,4 +17,9 @@ run() {
 }
 for n in 1 2 3 4 8; do run "$n" ./tests/coll_check; done
 run 3 ./tests/coll_check --big
+for pb in 64 65 71; do
+    TP_PART_BYTES=$pb run 2 ./tests/coll_check
+    TP_PART_BYTES=$pb run 3 ./tests/coll_check --big
+done
+TP_PART_BYTES=71 run 4 ./tests/coll_check
 [ "$fails" -eq 0 ]

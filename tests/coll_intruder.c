@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,17 +71,32 @@ static int intrude(int port, const char *how, const uint8_t job_key[TP_JOB_KEY_B
     return 0;
 }
 
+/* The TCP transport opened as rank of size with a key made from seed; its state, and its listener's port. */
+static void *open_tcp(int rank, int size, double timeout_s, int seed, uint8_t key[TP_JOB_KEY_BYTES], int *port)
+{
+    for (int i = 0; i < TP_JOB_KEY_BYTES; i++) key[i] = (uint8_t)(i * seed + 3);
+    tp_transport_env_t env = {.rank = rank,
+                              .size = size,
+                              .job_key = key,
+                              .connect_timeout_s = timeout_s,
+                              .spin_us = 50,
+                              .part_bytes = 65536,
+                              .advertise_ip = "",
+                              .boot_host = "127.0.0.1"};
+    void *state;
+    char address[128];
+    if (tp_tcp_ops.open(&env, &state, address, sizeof(address)) != TP_OK) return NULL;
+    *port = atoi(strrchr(address, ':') + 1);
+    return state;
+}
+
 /* Rank 1 of 3 (rank 0 not used): only rank 2 may dial in; a child tries every stray first, then dials as rank 2. */
 static int self_test(void)
 {
     uint8_t key[TP_JOB_KEY_BYTES];
-    for (int i = 0; i < TP_JOB_KEY_BYTES; i++) key[i] = (uint8_t)(i * 17 + 3);
-    tp_transport_env_t env = {.rank = 1, .size = 3, .job_key = key, .connect_timeout_s = 20, .spin_us = 50,
-                              .part_bytes = 65536, .advertise_ip = "", .boot_host = "127.0.0.1"};
-    void *state;
-    char address[128];
-    if (tp_tcp_ops.open(&env, &state, address, sizeof(address)) != TP_OK) return 1;
-    int port = atoi(strrchr(address, ':') + 1);
+    int port;
+    void *state = open_tcp(1, 3, 20, 17, key, &port);
+    if (state == NULL) return 1;
     pid_t child = fork();
     if (child == 0) {
         static const char *const hows[] = {"garbage", "wrongkey", "bootkind", "lowrank", "badrank", "rank2", "rank2r"};
@@ -99,11 +115,80 @@ static int self_test(void)
     return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+#define BURST_SIZE 129 /* a world whose rank 0 takes 256 connections at once */
+#define BURST_IDLE 70
+
+typedef struct burst_conn {
+    int port, claim, ok;
+    const uint8_t *key;
+} burst_conn_t;
+
+/* One real connection of the burst: connects and proves the key as the claimed direction of a higher rank. */
+static void *burst_dial(void *arg)
+{
+    burst_conn_t *b = arg;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)b->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) return NULL;
+    b->ok = tp_auth_connect(fd, b->key, TP_CONN_TCP, b->claim, tp_now_ns() + 15000000000LL, "rank 0") == TP_OK;
+    return NULL; /* the socket stays open until the process exits */
+}
+
+/*
+ * Rank 0 of BURST_SIZE: a child opens BURST_IDLE idle connections, then every higher rank's two connections at once
+ * (one thread each, all mid-handshake together). Every real one must be admitted, however many strays are held.
+ */
+static int burst_test(void)
+{
+    uint8_t key[TP_JOB_KEY_BYTES];
+    int port;
+    void *state = open_tcp(0, BURST_SIZE, 15, 29, key, &port);
+    if (state == NULL) return 1;
+    pid_t child = fork();
+    if (child == 0) {
+        static burst_conn_t conns[2 * (BURST_SIZE - 1)];
+        static pthread_t threads[2 * (BURST_SIZE - 1)];
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (int i = 0; i < BURST_IDLE; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) _exit(3);
+        }
+        int n = 2 * (BURST_SIZE - 1), ok = 0;
+        for (int i = 0; i < n; i++) {
+            conns[i] = (burst_conn_t){.port = port, .claim = i / 2 + 1 + (i % 2) * BURST_SIZE, .key = key};
+            if (pthread_create(&threads[i], NULL, burst_dial, &conns[i]) != 0) _exit(4);
+        }
+        for (int i = 0; i < n; i++) {
+            pthread_join(threads[i], NULL);
+            ok += conns[i].ok;
+        }
+        printf("coll_intruder: burst: %d of %d connections authenticated\n", ok, n);
+        _exit(ok == n ? 0 : 1);
+    }
+    int use[BURST_SIZE];
+    const char *addrs[BURST_SIZE];
+    for (int r = 0; r < BURST_SIZE; r++) use[r] = r > 0, addrs[r] = "";
+    int64_t start = tp_now_ns();
+    tp_status_t s = tp_tcp_ops.connect(state, use, addrs);
+    double took = (double)(tp_now_ns() - start) / 1e9;
+    tcp_state_t *st = state;
+    int in = 0, status = 1;
+    for (int r = 1; r < BURST_SIZE; r++) in += (st->conns[r].fd >= 0) + (st->conns[r].sfd >= 0);
+    waitpid(child, &status, 0);
+    printf("coll_intruder: burst: %s, %d of %d connections in, %.2f s\n", tp_status_string(s), in, 2 * (BURST_SIZE - 1),
+           took);
+    tp_tcp_ops.close(state);
+    return s == TP_OK && in == 2 * (BURST_SIZE - 1) && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "self") == 0) return self_test();
+    if (argc == 2 && strcmp(argv[1], "burst") == 0) return burst_test();
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_intruder self | PORT garbage|wrongkey|bootkind|lowrank|badrank\n"
+        fprintf(stderr, "usage: coll_intruder self | burst | PORT garbage|wrongkey|bootkind|lowrank|badrank\n"
                         "  (bootkind, lowrank and badrank authenticate with $TP_JOB_KEY)\n");
         return 2;
     }

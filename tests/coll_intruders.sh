@@ -3,7 +3,8 @@
 # key, a bootstrap client, a rank that does not dial this one, a rank the job does not have) are refused and
 # logged, and the mesh still completes. First one at a time on a listener of the test's own (each refusal's reason
 # checked), then all at once on rank 1 of a real 3-rank job (started without tprun, rank 2 held back until they
-# have connected) that must complete.
+# have connected) that must complete. Last, a burst at scale: rank 0 of 129 takes 70 idle connections and then
+# all 256 real ones at once, each mid-handshake together (the old listener dropped real ones to make room).
 . "$(dirname "$0")/runtime_lib.sh"
 PROG=./tests/coll_fault
 INTR=./tests/coll_intruder
@@ -56,4 +57,14 @@ wait_status "$pid2"; st2=$ST
 n=$(grep -c "$from" "$TEST_DIR/j.1.err")
 [ "$n" -eq 5 ] && pass "job: five strays refused and logged on rank 1" ||
     fail "job: $n strays refused, not 5: $(cat "$TEST_DIR/j.1.err")"
+timeout 40 "$INTR" burst >"$TEST_DIR/burst.out" 2>"$TEST_DIR/burst.err"
+st=$?
+took=$(sed -n 's/.*connections in, \([0-9.]*\) s$/\1/p' "$TEST_DIR/burst.out")
+[ "$st" = 0 ] && awk -v t="${took:-99}" 'BEGIN { exit !(t < 5) }' &&
+    pass "burst: every real connection admitted beside 70 idle ones in ${took} s" ||
+    fail "burst: status $st: $(cat "$TEST_DIR/burst.out"; tail -3 "$TEST_DIR/burst.err")"
+n=$(grep -c 'tcp: warning' "$TEST_DIR/burst.err")
+[ "$n" -le 12 ] && grep -q "refused 70 connections that did not prove the job's key within 1 s" "$TEST_DIR/burst.err" &&
+    pass "burst: $n warning lines, the idle ones counted in one" ||
+    fail "burst: $n warning lines (at most 12, the idle ones in one count): $(head -20 "$TEST_DIR/burst.err")"
 finish

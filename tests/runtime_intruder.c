@@ -18,11 +18,43 @@ static int parse_key(const char *hex, uint8_t key[16])
     return 1;
 }
 
+/* n silent connections at once, each held until the listener closes it (or after 60 s). */
+static int idle(const char *host, int port, int n, int64_t deadline)
+{
+    struct pollfd *p = calloc((size_t)n, sizeof(*p));
+    char why[256];
+    if (p == NULL) return 1;
+    for (int i = 0; i < n; i++) {
+        if (tp_tcp_connect(host, port, deadline, &p[i].fd, why, sizeof(why)) != TP_OK) {
+            fprintf(stderr, "runtime_intruder: connect %s:%d: %s\n", host, port, why);
+            return 1;
+        }
+        p[i].events = POLLIN;
+    }
+    printf("connected %d\n", n);
+    fflush(stdout);
+    int64_t end = tp_now_ns() + 60000000000LL;
+    for (int open = n; open > 0 && tp_now_ns() < end;) {
+        if (poll(p, (nfds_t)n, 1000) < 0) return 1;
+        for (int i = 0; i < n; i++) {
+            char buf[64];
+            if (p[i].fd < 0 || p[i].revents == 0 || read(p[i].fd, buf, sizeof(buf)) > 0) continue;
+            close(p[i].fd);
+            p[i].fd = -1;
+            open--;
+        }
+    }
+    free(p);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
+    if (argc != 3 && !(argc == 4 && strcmp(argv[2], "idle") == 0)) {
         fprintf(stderr, "usage: runtime_intruder HOST:PORT garbage|wrongkey|silent|badrank|oversized|badrecord\n"
-                        "  (badrank, oversized and badrecord authenticate with $TP_JOB_KEY)\n");
+                        "       runtime_intruder HOST:PORT idle N\n"
+                        "  (badrank, oversized and badrecord authenticate with $TP_JOB_KEY; idle opens N silent\n"
+                        "  connections, says \"connected N\" and holds them until the listener closes them all)\n");
         return 2;
     }
     char host[256];
@@ -33,6 +65,7 @@ int main(int argc, char **argv)
     int port = atoi(colon + 1), fd;
     char why[256];
     int64_t deadline = tp_now_ns() + 5000000000LL;
+    if (argc == 4) return idle(host, port, atoi(argv[3]), deadline);
     if (tp_tcp_connect(host, port, deadline, &fd, why, sizeof(why)) != TP_OK) {
         fprintf(stderr, "runtime_intruder: connect %s: %s\n", argv[1], why);
         return 1;

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include "runtime_config.h"
+#include "runtime_env.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
 #include "runtime_record.h"
+#include "runtime_transports.h"
 #include "runtime_wire.h"
 
 #include "unit_check.h"
@@ -61,6 +63,121 @@ static void test_config(void)
     for (size_t k = 0; k < tp_config_table_len; k++)
         CHECK(tp_config_table[k].help[0] != '\0' && strncmp(tp_config_table[k].env, "TP_", 3) == 0,
               "table entry %zu has a TP_ name and help", k);
+}
+
+/* Fills the stack below the caller with non-zero bytes: a value read before it is set then shows as garbage. */
+static __attribute__((noinline)) void dirty_stack(void)
+{
+    volatile unsigned char junk[16384];
+    memset((void *)junk, 0x7f, sizeof(junk));
+}
+
+/* tp_world_from_env with only the given variables of the world set; 1 when it succeeded. */
+static int world_with(tp_world_t *w, const char *const *vars)
+{
+    static const char *const names[] = {"TP_RANK",    "TP_WORLD_SIZE", "TP_JOB_KEY",  "TP_BOOT_ADDR", "RANK",
+                                        "WORLD_SIZE", "MASTER_ADDR",   "MASTER_PORT", "TP_BOOT_FD"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) unsetenv(names[i]);
+    for (size_t i = 0; vars[i] != NULL; i += 2) setenv(vars[i], vars[i + 1], 1);
+    dirty_stack();
+    return tp_world_from_env(w) == TP_OK;
+}
+
+static void test_world_env(void)
+{
+    tp_world_t w;
+    const char *const rank_abc[] = {"RANK",      "abc",         "WORLD_SIZE", "2", "MASTER_ADDR",
+                                    "127.0.0.1", "MASTER_PORT", "29500",      NULL};
+    CHECK(!world_with(&w, rank_abc) && strstr(tp_last_error(), "RANK: expected a non-negative integer, got \"abc\""),
+          "RANK=abc named as not an integer: %s", tp_last_error());
+    const char *const rank_big[] = {"RANK", "99999999999", "WORLD_SIZE", "2", "MASTER_ADDR",
+                                    "h",    "MASTER_PORT", "1",          NULL};
+    CHECK(!world_with(&w, rank_big) && strstr(tp_last_error(), "RANK: expected at most 16777216"), "RANK too large: %s",
+          tp_last_error());
+    const char *const port_plus[] = {"RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "+5", NULL};
+    CHECK(!world_with(&w, port_plus) && strstr(tp_last_error(), "MASTER_PORT: expected a non-negative integer"),
+          "MASTER_PORT=+5 refused: %s", tp_last_error());
+    /* TP_BOOT_ADDR: entries are host:port with a 1-65535 port of digits only, none empty. */
+    static const char *const bad[][2] = {
+        {"a:1,", "entry 2 is empty"},
+        {"a:+1", "entry 1 has a port that is not digits"},
+        {"a:1,b:2,", "entry 3 is empty"},
+        {",a:1", "entry 1 is empty"},
+        {"a:1,,b:2", "entry 2 is empty"},
+        {"a:0", "entry 1 has a port outside 1-65535"},
+        {"a:65536", "outside 1-65535"},
+        {"a:", "entry 1 has no port after the colon"},
+        {"a", "entry 1 has no :port"},
+        {":5", "entry 1 has no host"},
+        {"a: 1", "not digits"},
+        {"a:1,b:-2", "entry 2 has a port that is not digits"},
+        {"a:000000001", "outside 1-65535"},
+        {"", "entry 1 is empty"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *const vars[] = {
+            "TP_RANK", "1", "TP_WORLD_SIZE", "2", "TP_JOB_KEY", "00112233445566778899aabbccddeeff", "TP_BOOT_ADDR",
+            bad[i][0], NULL};
+        CHECK(!world_with(&w, vars) && strncmp(tp_last_error(), "TP_BOOT_ADDR: expected host:port", 32) == 0 &&
+                  strstr(tp_last_error(), bad[i][1]),
+              "TP_BOOT_ADDR=\"%s\" refused with \"%s\": %s", bad[i][0], bad[i][1], tp_last_error());
+    }
+    const char *const good[] = {"TP_RANK",
+                                "1",
+                                "TP_WORLD_SIZE",
+                                "2",
+                                "TP_JOB_KEY",
+                                "00112233445566778899aabbccddeeff",
+                                "TP_BOOT_ADDR",
+                                "[::1]:65535,b:02,c:1",
+                                NULL};
+    CHECK(world_with(&w, good) && strcmp(w.boot_host, "[::1]") == 0 && w.boot_port == 65535 && w.boot_nmore == 2 &&
+              strcmp(w.boot_more_host[0], "b") == 0 && w.boot_more_port[0] == 2 && w.boot_more_port[1] == 1,
+          "TP_BOOT_ADDR with three entries: %s", tp_last_error());
+    const char *const none[] = {NULL};
+    world_with(&w, none); /* leaves the environment without a world for the tests after this one */
+}
+
+/* TP_PART_BYTES has bounds; TP_TRANSPORTS names only transports that exist, as runtime_transports.c lists them. */
+static void test_config_values(void)
+{
+    char err[256];
+    uint64_t u;
+    CHECK(tp_config_parse_part_bytes("63", &u, err, sizeof(err)) != TP_OK && strstr(err, "from 64 to 1G"),
+          "TP_PART_BYTES=63 refused naming the minimum: %s", err);
+    CHECK(tp_config_parse_part_bytes("1", &u, err, sizeof(err)) != TP_OK, "TP_PART_BYTES=1 refused");
+    CHECK(tp_config_parse_part_bytes("64", &u, err, sizeof(err)) == TP_OK && u == 64, "TP_PART_BYTES=64");
+    CHECK(tp_config_parse_part_bytes("1G", &u, err, sizeof(err)) == TP_OK && u == 1u << 30, "TP_PART_BYTES=1G");
+    CHECK(tp_config_parse_part_bytes("1025M", &u, err, sizeof(err)) != TP_OK, "TP_PART_BYTES=1025M refused");
+    char *env_small[] = {"TP_PART_BYTES=3", NULL};
+    CHECK(tp_config_check_environ(env_small, err, sizeof(err)) == TP_ERR_INVALID && strstr(err, "TP_PART_BYTES") &&
+              strstr(err, "64"),
+          "the environment check refuses TP_PART_BYTES=3: %s", err);
+    static const char *const ok[] = {"", "tcp", "^tcp", "tcp,^tcp", "tcp,", NULL};
+    for (int i = 0; ok[i] != NULL; i++) {
+        char var[64];
+        snprintf(var, sizeof(var), "TP_TRANSPORTS=%s", ok[i]);
+        char *env[] = {var, NULL};
+        CHECK(tp_config_check_environ(env, err, sizeof(err)) == TP_OK, "TP_TRANSPORTS=%s accepted: %s", ok[i], err);
+    }
+    static const char *const bad[][2] = {
+        {"shm", "\"shm\""}, {"tcp,^verbs", "\"verbs\""}, {"tc", "\"tc\""}, {"tcpx", "\"tcpx\""}, {"^", NULL}};
+    for (int i = 0; bad[i][1] != NULL; i++) {
+        char var[64];
+        snprintf(var, sizeof(var), "TP_TRANSPORTS=%s", bad[i][0]);
+        char *env[] = {var, NULL};
+        CHECK(tp_config_check_environ(env, err, sizeof(err)) == TP_ERR_INVALID &&
+                  strstr(err, "TP_TRANSPORTS: unknown transport") && strstr(err, bad[i][1]) &&
+                  strstr(err, "(known: tcp)"),
+              "TP_TRANSPORTS=%s refused naming %s: %s", bad[i][0], bad[i][1], err);
+    }
+    const char *names[TP_TRANSPORTS_MAX];
+    int n = tp_transports_names(names, TP_TRANSPORTS_MAX);
+    CHECK((size_t)n == tp_config_transports_len, "the config knows %zu transports, the runtime has %d",
+          tp_config_transports_len, n);
+    for (int i = 0; i < n && (size_t)i < tp_config_transports_len; i++)
+        CHECK(strcmp(names[i], tp_config_transports[i]) == 0, "transport %d: %s in the runtime, %s in the config", i,
+              names[i], tp_config_transports[i]);
 }
 
 static void test_records(void)
@@ -225,6 +342,8 @@ int main(void)
 {
     test_siphash();
     test_config();
+    test_config_values();
+    test_world_env();
     test_records();
     test_settings();
     test_locality();

@@ -11,11 +11,13 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tcp.h"
 
-#define TCP_PENDING_MAX 64 /* unauthenticated connections held at once; older strays make room */
+#define TCP_PENDING_EXTRA 64           /* handshakes held beyond one per connection still expected */
+#define TCP_REPORT_NS     2000000000LL /* refused connections are summed up this often while the mesh forms */
 /* A peer's address that is not its last candidate gets at most this long to connect before the next is tried. */
 #define TCP_ATTEMPT_NS     2000000000LL
 #define TCP_CANDIDATES_MAX 8
@@ -40,7 +42,10 @@ static tp_status_t tcp_open(const tp_transport_env_t *env, void **state, char *a
     if (st->listen_fd < 0) goto err_sys;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
     sa.sin_addr.s_addr = htonl(loopback ? INADDR_LOOPBACK : INADDR_ANY);
-    if (bind(st->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(st->listen_fd, 128) != 0) goto err_sys;
+    /* The kernel's queue holds a burst of every higher rank's two connections and the strays beside them. */
+    int backlog = 2 * env->size + TCP_PENDING_EXTRA;
+    if (bind(st->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(st->listen_fd, backlog) != 0)
+        goto err_sys;
     socklen_t sl = sizeof(sa);
     if (getsockname(st->listen_fd, (struct sockaddr *)&sa, &sl) != 0) goto err_sys;
     snprintf(address, address_len, "%s:%d", st->advertise_ip, ntohs(sa.sin_port));
@@ -163,6 +168,8 @@ static tp_status_t dial(tcp_state_t *st, int peer, const char *addresses, int64_
 {
     char list[TCP_CANDIDATES_MAX][96], why[TCP_CANDIDATES_MAX][128], name[160];
     int n = 0;
+again:
+    n = 0;
     for (const char *a = addresses; a != NULL && *a != '\0' && n < TCP_CANDIDATES_MAX; n++) {
         size_t l = strcspn(a, ",");
         snprintf(list[n], sizeof(list[n]), "%.*s", (int)(l < 95 ? l : 95), a);
@@ -195,6 +202,14 @@ static tp_status_t dial(tcp_state_t *st, int peer, const char *addresses, int64_
     snprintf(name, sizeof(name), "rank %d (tcp %.95s)", peer, list[i - 1]);
     tp_status_t s =
         tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size), deadline, name);
+    if (s == TP_ERR_PEER_FAILED && tp_now_ns() < deadline) {
+        /* closed in the handshake: a listener drops what has not proved the key in time (this rank was slow) */
+        struct timespec pace = {0, 10000000}; /* retry pacing, not synchronization */
+        close(fd);
+        tp_log(TP_LOG_DEBUG, "tcp", "%s closed the connection in the handshake; dialing again", name);
+        nanosleep(&pace, NULL);
+        goto again;
+    }
     if (s != TP_OK) {
         close(fd);
         return s;
@@ -215,7 +230,7 @@ static void drop_pending(pending_t *p, int *n, int i)
 }
 
 /* One authenticated client: keeps it if it claims a direction of a rank we still wait for, else refuses it by name. */
-static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int *missing)
+static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int *missing, tp_refusals_t *refused)
 {
     char from[96];
     tp_sockaddr_string(fd, 1, from, sizeof(from));
@@ -223,8 +238,8 @@ static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int
     int rank = reads ? claim - st->size : claim;
     int known = rank >= 0 && rank < st->size, taken = known && (reads ? st->conns[rank].sfd : st->conns[rank].fd) >= 0;
     if (rank <= st->env.rank || rank >= st->size || !use[rank] || taken) {
-        tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s claiming rank %d: %s", from, rank,
-               taken ? "that rank is already connected" : "not a rank that dials this one");
+        tp_refusals_note(refused, TP_REFUSED_BAD, from, "refused a connection from %s claiming rank %d: %s", from, rank,
+                         taken ? "that rank is already connected" : "not a rank that dials this one");
         close(fd);
         return TP_OK;
     }
@@ -234,19 +249,40 @@ static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int
     return s;
 }
 
+/* Drops the handshakes past their deadline; returns the earliest deadline of the others (INT64_MAX when none). */
+static int64_t expire_pending(pending_t *pend, int *npend, tp_refusals_t *refused)
+{
+    int64_t now = tp_now_ns(), next = INT64_MAX;
+    for (int i = *npend - 1; i >= 0; i--) {
+        if (pend[i].auth.deadline_ns > now) {
+            if (pend[i].auth.deadline_ns < next) next = pend[i].auth.deadline_ns;
+            continue;
+        }
+        char from[96];
+        tp_sockaddr_string(pend[i].fd, 1, from, sizeof(from));
+        tp_refusals_note(refused, TP_REFUSED_LATE, from, "%s", "");
+        drop_pending(pend, npend, i);
+    }
+    return next;
+}
+
 /* Accepts the higher ranks' connections until all are in, the deadline, or stop_fd becomes readable (the dials
- * failed: the job is over and the failure already named). */
+ * failed: the job is over and the failure already named). Handshakes in flight have room for every connection
+ * still expected and TCP_PENDING_EXTRA strays; beyond that, connections wait in the kernel's queue until a stray
+ * passes its deadline, so a real peer mid-handshake never gives way. */
 static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadline, int stop_fd)
 {
     int missing = 0;
     for (int r = st->env.rank + 1; r < st->size; r++)
         missing += use[r] ? (st->conns[r].fd < 0) + (st->conns[r].sfd < 0) : 0;
-    pending_t pend[TCP_PENDING_MAX];
-    struct pollfd pfd[TCP_PENDING_MAX + 2];
-    int npend = 0;
-    tp_status_t s = TP_OK;
-    while (missing > 0) {
-        int64_t left = (deadline - tp_now_ns()) / 1000000;
+    int cap = missing + TCP_PENDING_EXTRA, npend = 0;
+    pending_t *pend = malloc((size_t)cap * sizeof(*pend));
+    struct pollfd *pfd = malloc(((size_t)cap + 2) * sizeof(*pfd));
+    tp_refusals_t refused = {.subsys = "tcp"};
+    int64_t next_report = tp_now_ns() + TCP_REPORT_NS;
+    tp_status_t s = pend == NULL || pfd == NULL ? TP_ERR_NO_MEMORY : TP_OK;
+    while (missing > 0 && s == TP_OK) {
+        int64_t now = tp_now_ns(), left = (deadline - now) / 1000000;
         if (left <= 0) {
             char list[256] = "";
             size_t off = 0;
@@ -258,10 +294,18 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
             s = TP_ERR_BOOTSTRAP;
             break;
         }
-        pfd[0] = (struct pollfd){.fd = st->listen_fd, .events = POLLIN};
+        if (now >= next_report) {
+            tp_refusals_report(&refused);
+            next_report = now + TCP_REPORT_NS;
+        }
+        int64_t expiry = expire_pending(pend, &npend, &refused), wait_ms = left > 1000 ? 1000 : left;
+        if (expiry != INT64_MAX && (expiry - now + 999999) / 1000000 < wait_ms)
+            wait_ms = (expiry - now + 999999) / 1000000;
+        int room = npend < missing + TCP_PENDING_EXTRA;
+        pfd[0] = (struct pollfd){.fd = room ? st->listen_fd : -1, .events = POLLIN};
         for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
         pfd[npend + 1] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
-        int n = poll(pfd, (nfds_t)npend + 2, left > 1000 ? 1000 : (int)left);
+        int n = poll(pfd, (nfds_t)npend + 2, wait_ms > 0 ? (int)wait_ms : 0);
         if (pfd[npend + 1].revents) {
             s = TP_ERR_BOOTSTRAP;
             break;
@@ -270,7 +314,7 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
             s = TP_ERR_SYSTEM;
             break;
         }
-        for (int i = npend - 1; i >= 0; i--) {
+        for (int i = npend - 1; i >= 0 && s == TP_OK; i--) {
             if (pfd[i + 1].revents == 0) continue;
             char why[160];
             tp_auth_result_t r =
@@ -281,29 +325,30 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
             if (r == TP_AUTH_REFUSED) {
                 char from[96];
                 tp_sockaddr_string(fd, 1, from, sizeof(from));
-                tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s: %s", from, why);
+                tp_refusals_note(&refused, TP_REFUSED_BAD, from, "refused a connection from %s: %s", from, why);
                 close(fd);
                 continue;
             }
-            if ((s = admit(st, use, fd, rank, &missing)) != TP_OK) goto out;
+            s = admit(st, use, fd, rank, &missing, &refused);
         }
-        if (pfd[0].revents & POLLIN) {
+        if (s == TP_OK && (pfd[0].revents & POLLIN) && npend < cap) {
             int fd = accept4(st->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0) continue;
-            if (npend == TCP_PENDING_MAX) drop_pending(pend, &npend, 0);
             pend[npend].fd = fd;
             tp_auth_accept_init(&pend[npend].auth);
             npend++;
         }
     }
-out:
     while (npend > 0) { /* strays still in their handshake: the mesh no longer needs anyone */
         char from[96];
         tp_sockaddr_string(pend[npend - 1].fd, 1, from, sizeof(from));
-        tp_log(TP_LOG_WARN, "tcp", "refused a connection from %s: still in the handshake when the mesh was complete",
-               from);
+        tp_refusals_note(&refused, TP_REFUSED_STRAY, from,
+                         "refused a connection from %s: still in the handshake when the mesh was complete", from);
         drop_pending(pend, &npend, npend - 1);
     }
+    tp_refusals_report(&refused);
+    free(pend);
+    free(pfd);
     return s;
 }
 
