@@ -150,7 +150,9 @@ static void print_failure(tprun_loop_t *L, int r)
         L->oom_base = count;
     }
     tprun_status_describe(st, oom, cause, sizeof(cause));
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno < 0)
+        snprintf(extra, sizeof(extra), ": cannot enter --wdir %s: %s", L->plan->wdir, strerror(-rank->exec_errno));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
         snprintf(extra, sizeof(extra), ": execve %s: %s", L->plan->program_path, strerror(rank->exec_errno));
     else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
         snprintf(extra, sizeof(extra), " (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)");
@@ -577,7 +579,8 @@ int main(int argc, char **argv)
         tprun_say("-x %s", err);
         status = TPRUN_EXIT_USAGE;
     } else if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
-        status = tprun_slurm_run(&plan, environ);
+        status = tprun_slurm_check(&plan, environ);
+        if (status == 0) status = tprun_slurm_run(&plan, environ);
     } else {
         status = run_job(&plan, host);
     }
