@@ -68,8 +68,7 @@ static tp_status_t open_boot_listener(tprun_job_t *job)
     return TP_OK;
 }
 
-/* MASTER_PORT: bound with SO_REUSEADDR and never listened on, so torch's TCPStore (which sets SO_REUSEADDR) binds
- * and listens on it, while the kernel hands the port to no one else (bind(0), connect) for the job's life. */
+/* Bound with SO_REUSEADDR, never listening: TCPStore (SO_REUSEADDR) binds the port; bind(0) and connect() never do. */
 static tp_status_t reserve_master_port(tprun_job_t *job)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_ANY)}};
