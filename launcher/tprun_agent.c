@@ -355,11 +355,15 @@ static void reap_dying(void *ctx)
 static int start_ranks(agent_t *A)
 {
     tprun_job_t *J = &A->job;
-    if (!J->listen) {
+    if (!J->listen) { /* "IP:PORT MASTER_PORT" */
+        char *space = strchr(A->boot_addr, ' ');
+        if (space == NULL) return -1;
+        *space = '\0';
         const char *colon = strrchr(A->boot_addr, ':');
         if (colon == NULL || colon - A->boot_addr >= (long)sizeof(J->boot_ip)) return -1;
         snprintf(J->boot_ip, sizeof(J->boot_ip), "%.*s", (int)(colon - A->boot_addr), A->boot_addr);
         J->boot_port = atoi(colon + 1);
+        J->master_port = atoi(space + 1);
     }
     if (tprun_job_build_envs(J, environ) != TP_OK || tprun_agent_pmix_envs(J) != TP_OK) return -1;
     for (int i = 0; i < J->np; i++) {
@@ -488,7 +492,8 @@ static int agent_run(void)
         e.data.u32 = ID_PMIX_EVENTS;
         epoll_ctl(A->epfd, EPOLL_CTL_ADD, tprun_agent_pmix_fd(), &e);
     }
-    send_line("ready %s %d %s", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip);
+    send_line("ready %s %d %s %d", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip,
+              A->job.master_port);
     /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
     char *nl;
     while (!A->go && A->channel.len > 0 && (nl = memchr(A->channel.buf, '\n', A->channel.len)) != NULL) {

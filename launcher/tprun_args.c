@@ -170,7 +170,7 @@ static tp_status_t parse_env_option(tprun_plan_t *plan, const char *arg, char *c
     if (!is_var_name(arg, len))
         return snprintf(err, err_len, "-x: expected VAR or VAR=value with a variable name, got \"%s\"", arg),
                TP_ERR_INVALID;
-    if (tprun_env_is_launcher_var(arg, len, 1))
+    if (tprun_env_is_launcher_var(arg, len, 0)) /* the torchrun names: check_torch_env, after every option */
         return snprintf(err, err_len, "-x %.*s: tprun sets this variable for each rank; it cannot be overridden",
                         (int)len, arg),
                TP_ERR_INVALID;
@@ -405,6 +405,36 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
     return TP_OK;
 }
 
+/* -x of a torchrun name (RANK, MASTER_PORT, ...) is refused only if the torch variables are on after every option. */
+static tp_status_t check_torch_env(const tprun_plan_t *plan, char *err, size_t err_len)
+{
+    for (size_t i = 0; plan->torch_env && i < plan->num_env_set; i++) {
+        size_t len = strcspn(plan->env_set[i], "=");
+        if (tprun_env_is_launcher_var(plan->env_set[i], len, 1))
+            return snprintf(err, err_len,
+                            "-x %.*s: tprun sets this variable for each rank; it cannot be overridden (unless "
+                            "--no-torch-env)",
+                            (int)len, plan->env_set[i]),
+                   TP_ERR_INVALID;
+    }
+    return TP_OK;
+}
+
+/* --wdir is where every rank starts: on this machine it must be a directory tprun can enter. */
+static tp_status_t check_wdir(const tprun_plan_t *plan, char *err, size_t err_len)
+{
+    int local = plan->hosts == NULL;
+    for (size_t h = 0; h < plan->num_hosts; h++) local |= plan->hosts[h].local && plan->hosts[h].nranks > 0;
+    struct stat sb;
+    if (plan->wdir == NULL || !local) return TP_OK;
+    if (stat(plan->wdir, &sb) != 0)
+        return snprintf(err, err_len, "--wdir %s: %s", plan->wdir, strerror(errno)), TP_ERR_INVALID;
+    if (!S_ISDIR(sb.st_mode)) return snprintf(err, err_len, "--wdir %s: not a directory", plan->wdir), TP_ERR_INVALID;
+    if (access(plan->wdir, X_OK) != 0)
+        return snprintf(err, err_len, "--wdir %s: cannot enter it (%s)", plan->wdir, strerror(errno)), TP_ERR_INVALID;
+    return TP_OK;
+}
+
 /* Everything after the options: counts, hosts, slots and the program. */
 static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char *hostname, int have_np, char *err,
                               size_t err_len)
@@ -439,8 +469,9 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
     tp_status_t st = plan->hosts != NULL ? tprun_plan_place(plan, err, err_len) : TP_OK;
     if (st == TP_OK)
         st = tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
-    if (st != TP_OK || !plan->remote) return st;
-    /* Remote ranks run the same path in the same directory: both are made absolute here. */
+    if (st == TP_OK) st = check_wdir(plan, err, err_len);
+    if (st != TP_OK || (!plan->remote && plan->wdir == NULL)) return st;
+    /* Ranks in another directory (remote, or --wdir) run the same path: both are made absolute here. */
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd)) == NULL)
         return snprintf(err, err_len, "cannot read the current directory: %s", strerror(errno)), TP_ERR_INVALID;
@@ -525,6 +556,7 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
                  plan->launcher);
         st = TP_ERR_INVALID;
     }
+    if (st == TP_OK) st = check_torch_env(plan, err, err_len);
     int have_np = plan->np > 0;
     if (st == TP_OK) {
         plan->argv = argv + prog;
@@ -553,7 +585,7 @@ void tprun_usage(int fd)
                 "                        round-robin over the hosts (node)\n"
                 "      --ssh CMD         the ssh command for remote hosts, split on blanks (default: TP_SSH, ssh);\n"
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
-                "      --wdir DIR        remote ranks start in DIR (default: the current directory)\n"
+                "      --wdir DIR        every rank starts in DIR (default: the current directory)\n"
                 "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
                 "      --launcher HOW    auto (srun inside a Slurm allocation, else fork and ssh), local or slurm\n"
                 "                        (default: TP_LAUNCHER, auto)\n"
@@ -576,6 +608,8 @@ void tprun_usage(int fd)
                 "\n"
                 "An option given twice takes its last value (-n, --timeout, --grace); -H, --hostfile and -x add up.\n"
                 "Exit status: 0 when every rank exits 0; else the first failing rank's exit status, or 128+signal\n"
-                "when it was killed; 124 on --timeout; 2 for a bad command line or TP_* variable (nothing started);\n"
-                "125 when tprun itself fails to start the job.\n");
+                "when it was killed (under --pmix, a PMIx_Abort's status); 127 when the program could not be\n"
+                "executed; 124 on --timeout; 2 for a bad command line or TP_* variable (nothing started); 125\n"
+                "when tprun itself fails to start the job (or a host fails the launch, or srun cannot start);\n"
+                "128+signal when a signal interrupts the launch on other hosts.\n");
 }

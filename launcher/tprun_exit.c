@@ -53,7 +53,9 @@ void tprun_loop_rank_cause(const tprun_loop_t *L, int r, char *buf, size_t len)
     int st = rank->wstatus;
     char cause[160], sig[32];
     tprun_status_describe(st, rank->oom, cause, sizeof(cause));
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno < 0)
+        snprintf(buf, len, "%s: cannot enter --wdir %s: %s", cause, L->plan->wdir, strerror(-rank->exec_errno));
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && rank->exec_errno != 0)
         snprintf(buf, len, "%s: execve %s: %s", cause, L->plan->program_path, strerror(rank->exec_errno));
     else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
         snprintf(buf, len, "%s (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)", cause);

@@ -573,7 +573,8 @@ int main(int argc, char **argv)
         tprun_say("%s", err);
         status = TPRUN_EXIT_USAGE;
     } else if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
-        status = tprun_slurm_run(&plan, environ);
+        status = tprun_slurm_check(&plan, environ);
+        if (status == 0) status = tprun_slurm_run(&plan, environ);
     } else {
         status = run_job(&plan, host);
     }

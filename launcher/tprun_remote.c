@@ -327,13 +327,13 @@ static void on_agent_err_line(void *ctx, char *line, size_t len)
     if (a->state == AGENT_RUNNING || tp_log_enabled(TP_LOG_DEBUG)) tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
 }
 
-/* Messages during the launch: "ready IP PORT CLIENT_IP" or "error MESSAGE". */
+/* Messages during the launch: "ready IP PORT CLIENT_IP MASTER_PORT" or "error MESSAGE". */
 static void on_agent_launch_line(void *ctx, char *line, size_t len)
 {
     tprun_agent_t *a = ctx;
     line[len - 1] = '\0';
     if (strncmp(line, "ready ", 6) == 0 && a->state == AGENT_CONNECTING &&
-        sscanf(line + 6, "%255s %d %63s", a->ready_ip, &a->ready_port, a->client_ip) == 3) {
+        sscanf(line + 6, "%255s %d %63s %d", a->ready_ip, &a->ready_port, a->client_ip, &a->ready_master) == 4) {
         a->state = AGENT_READY;
     } else if (strncmp(line, "error ", 6) == 0) {
         tprun_wire_unescape(line + 6);
@@ -502,11 +502,12 @@ int tprun_agents_launch(tprun_loop_t *L)
     if (root != NULL) {
         snprintf(job->boot_ip, sizeof(job->boot_ip), "%s", root->ready_ip);
         job->boot_port = root->ready_port;
+        job->master_port = root->ready_master;
     } else {
         snprintf(job->boot_ip, sizeof(job->boot_ip), "%s", A->a[0].client_ip);
     }
     char go[320];
-    snprintf(go, sizeof(go), "go %s:%d\n", job->boot_ip, job->boot_port);
+    snprintf(go, sizeof(go), "go %s:%d %d\n", job->boot_ip, job->boot_port, job->master_port);
     tp_log(TP_LOG_DEBUG, "ssh", "every agent is ready; rank 0's bootstrap at %s:%d", job->boot_ip, job->boot_port);
     agents_epfd = L->epfd;
     for (int i = 0; i < A->n; i++) {

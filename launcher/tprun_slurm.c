@@ -46,6 +46,26 @@ int tprun_slurm_wanted(const char *how, char *const *envp)
     return env_get(envp, "SLURM_JOB_ID") != NULL;
 }
 
+int tprun_slurm_check(const tprun_plan_t *plan, char *const *envp)
+{
+    const char *how = plan->launcher != NULL && plan->launcher == env_get(envp, "TP_LAUNCHER") ? "TP_LAUNCHER=slurm"
+                                                                                               : "--launcher slurm";
+    if (env_get(envp, "SLURM_JOB_ID") == NULL) {
+        tprun_say("%s: not inside a Slurm allocation (SLURM_JOB_ID is not set); run tprun under salloc or sbatch, or "
+                  "use --launcher local",
+                  how);
+        return TPRUN_EXIT_USAGE;
+    }
+    char *path = NULL, err[600];
+    if (tprun_find_program("srun", env_get(envp, "PATH"), &path, err, sizeof(err)) != TP_OK) {
+        tprun_say("Slurm allocation %s: cannot start srun: %s (set TP_LAUNCHER=local to start the ranks here)",
+                  env_get(envp, "SLURM_JOB_ID"), err);
+        return TPRUN_EXIT_LAUNCH;
+    }
+    free(path);
+    return 0;
+}
+
 /* ---- the task wrapper: `tprun --slurm-task PROGRAM ARGS...`, one per rank, started by srun ---- */
 
 int tprun_slurm_task(char **argv)

@@ -7,6 +7,9 @@
 /* Whether srun starts the ranks: how ("--launcher" or TP_LAUNCHER) is slurm, or auto/unset with SLURM_JOB_ID set. */
 int tprun_slurm_wanted(const char *how, char *const *envp);
 
+/* Before anything starts: inside an allocation (else 2) with srun in PATH (else 125); one line says what is missing. */
+int tprun_slurm_check(const tprun_plan_t *plan, char *const *envp);
+
 /*
  * Runs the plan as `srun --mpi=pmix --kill-on-bad-exit -n N tprun --slurm-task PROGRAM ...`; forwards signals and
  * output, keeps --timeout. Returns the first failing rank's status (from the tasks' reports), as tprun does.

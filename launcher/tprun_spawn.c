@@ -69,6 +69,24 @@ static tp_status_t open_boot_listener(tprun_job_t *job)
     return TP_OK;
 }
 
+/* Bound with SO_REUSEADDR, never listening: TCPStore (SO_REUSEADDR) binds the port; bind(0) and connect() never do. */
+static tp_status_t reserve_master_port(tprun_job_t *job)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_ANY)}};
+    socklen_t sl = sizeof(sa);
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+        tp_log(TP_LOG_ERROR, "boot", "cannot reserve MASTER_PORT (a socket bound to 0.0.0.0 port 0): %s",
+               strerror(errno));
+        if (fd >= 0) close(fd);
+        return TP_ERR_SYSTEM;
+    }
+    job->master_fd = fd;
+    job->master_port = ntohs(sa.sin_port);
+    return TP_OK;
+}
+
 static int env_name_len(const char *entry)
 {
     const char *eq = strchr(entry, '=');
@@ -124,7 +142,7 @@ tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_)
     TPRUN_ADD_STRING(t_addr, "MASTER_ADDR=%.*s", (int)strcspn(job->boot_ip, ","), job->boot_ip);
     if (job->host_var != NULL) TPRUN_ADD_STRING(host_var, "TP_HOST=%.255s", job->host_var);
     if (plan->report_bindings) TPRUN_ADD_STRING(report, "TP_REPORT_BINDINGS=1");
-    TPRUN_ADD_STRING(t_port, "MASTER_PORT=%d", job->boot_port);
+    TPRUN_ADD_STRING(t_port, "MASTER_PORT=%d", job->master_port);
 
     /* The inherited part is the same for every rank: filter it once. */
     char **base = job->envp_mem;
@@ -175,7 +193,7 @@ tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *
         job->stdin_index = job->boot_index = 0;
     }
     if (job->boot_ip[0] == '\0') snprintf(job->boot_ip, sizeof(job->boot_ip), "127.0.0.1");
-    job->boot_fd = job->devnull_fd = -1;
+    job->boot_fd = job->master_fd = job->devnull_fd = -1;
     job->stdin_pipe[0] = job->stdin_pipe[1] = job->exec_pipe[0] = job->exec_pipe[1] = -1;
     char nonce[9];
     /* An agent is given the job's id and key; tprun makes them. */
@@ -185,6 +203,7 @@ tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *
     }
     if (job->job_id[0] == '\0') snprintf(job->job_id, sizeof(job->job_id), "%s-%d-%s", job->host, (int)getpid(), nonce);
     tp_status_t st = job->listen ? open_boot_listener(job) : TP_OK;
+    if (st == TP_OK && job->listen && plan->torch_env) st = reserve_master_port(job);
     if (st != TP_OK) return st;
     if (job->ranks == NULL) {
         job->ranks = calloc((size_t)job->np, sizeof(*job->ranks));
@@ -238,6 +257,7 @@ void tprun_job_release(tprun_job_t *job)
     free(job->envp_mem);
     free(job->env_strings);
     close_fd(&job->boot_fd);
+    close_fd(&job->master_fd);
     close_fd(&job->devnull_fd);
     close_fd(&job->stdin_pipe[0]);
     close_fd(&job->stdin_pipe[1]);
@@ -262,13 +282,15 @@ static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int ou
     else if (job->stdin_tty) dup2(job->stdin_pipe[0], STDIN_FILENO);
     dup2(out_w, STDOUT_FILENO);
     dup2(err_w, STDERR_FILENO);
-    /* Under --pmix rank 0 binds its own listener (PMIx carries its address): MASTER_PORT stays free for it. */
+    /* Under --pmix rank 0 binds its own listener (PMIx carries its address). */
     if (r == job->boot_index && !job->plan->pmix) {
         if (job->boot_fd == TPRUN_BOOT_FD) fcntl(TPRUN_BOOT_FD, F_SETFD, 0);
         else dup2(job->boot_fd, TPRUN_BOOT_FD);
     }
-    execve(job->plan->program_path, job->plan->argv, job->envp[r]);
-    int report[2] = {r, errno}; /* on the child's own part of the stack, below tprun's frames */
+    /* An agent has entered --wdir itself; a failed chdir is reported as -errno. */
+    int failed_chdir = job->plan->wdir != NULL && chdir(job->plan->wdir) != 0;
+    if (!failed_chdir) execve(job->plan->program_path, job->plan->argv, job->envp[r]);
+    int report[2] = {r, failed_chdir ? -errno : errno}; /* on the child's own part of the stack, below tprun's */
     ssize_t n = write(job->exec_pipe[1], report, sizeof(report));
     (void)n;
     _exit(127);

@@ -52,6 +52,8 @@ typedef struct tprun_job {
     char job_key[33];
     int boot_fd; /* the listening socket, until rank 0 has it */
     int boot_port;
+    int master_fd;   /* MASTER_PORT's reservation on rank 0's host: bound, not listening, held for the job's life */
+    int master_port; /* MASTER_PORT: not the bootstrap's port, so torch's TCPStore in rank 0 can bind it */
     char **envp_mem; /* all ranks' environment arrays, rank r's at envp[r] */
     char ***envp;
     char *env_strings;
@@ -67,8 +69,9 @@ typedef struct tprun_job {
 } tprun_job_t;
 
 /*
- * Takes the job's resources, in this order: ids and key, the bootstrap listener on 127.0.0.1 port 0, every
- * rank's environment (from environ_ plus the plan), /dev/null and the pipes for stdin and exec reports.
+ * Takes the job's resources, in this order: ids and key, the bootstrap listener on 127.0.0.1 port 0 and
+ * MASTER_PORT's reservation, every rank's environment (from environ_ plus the plan), /dev/null and the pipes for
+ * stdin and exec reports.
  * Logs and returns an error naming what failed; tprun_job_release undoes any part.
  */
 tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *const *environ_);

@@ -263,18 +263,34 @@ static void report(const tp_world_t *w, const char *fmt, ...)
     tp_log_write_all(STDERR_FILENO, line, (size_t)n);
 }
 
-void tp_iface_finish(tp_world_t *w)
+/* A peer reached without a network interface (shm, or TCP when the whole job is on loopback). */
+static void report_same_host(const tp_world_t *w, int p, const char *(*transport_of)(const tp_world_t *, int))
+{
+    const char *name = transport_of(w, p);
+    report(w, "rank %d (host %s): %s, the same host (%s)", p, w->peers[p].host, name,
+           strcmp(name, "tcp") == 0 ? "over loopback 127.0.0.1" : "no network interface");
+}
+
+void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t *w, int peer))
 {
     tp_iface_state_t *st = w->iface_state;
-    if (st == NULL || !st->any) return;
     int rep = 0;
     char ignore[128];
     tp_config_parse_bool("TP_REPORT_BINDINGS", tp_config_value("TP_REPORT_BINDINGS"), &rep, ignore, sizeof(ignore));
+    if (st == NULL || !st->any) { /* one host: no interface was chosen, but every peer still gets its line */
+        for (int p = 0; rep && p < w->size; p++)
+            if (p != w->rank) report_same_host(w, p, transport_of);
+        return;
+    }
     char used[256] = "";
     size_t ulen = 0;
     for (int p = 0; p < w->size; p++) {
         tp_iface_link_t *l = &st->links[p];
-        if (p == w->rank || (l->local_ip[0] == '\0' && !l->same_host)) continue;
+        if (p == w->rank) continue;
+        if (l->local_ip[0] == '\0' && !l->same_host) {
+            if (rep) report_same_host(w, p, transport_of);
+            continue;
+        }
         if (l->same_host) {
             if (rep) report(w, "rank %d (host %s): loopback, the same host", p, w->peers[p].host);
             continue;

@@ -11,6 +11,7 @@
 #include "runtime_log.h"
 #include "runtime_pmix.h"
 #include "runtime_record.h"
+#include "runtime_transports.h"
 
 struct tp_attr {
     tp_setting_t *settings;
@@ -184,7 +185,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     }
     if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
     if ((s = tp_transports_connect(w)) != TP_OK) goto err_transports;
-    tp_iface_finish(w); /* before the engine creates NCCL or Gloo: they see the same interfaces */
+    tp_iface_finish(w, tp_transports_name); /* before the engine creates NCCL or Gloo: they see the same interfaces */
     tp_comm_t *comm = world_comm_create(w);
     if (comm == NULL) {
         s = TP_ERR_NO_MEMORY;

@@ -153,8 +153,11 @@ static void test_errors(void)
     expect_error("-n 2 -x 1A=2 true", "-x: expected VAR or VAR=value with a variable name, got \"1A=2\"");
     expect_error("-n 2 -x TP_RANK=3 true",
                  "-x TP_RANK: tprun sets this variable for each rank; it cannot be overridden");
-    expect_error("-n 2 -x MASTER_PORT=3 true",
-                 "-x MASTER_PORT: tprun sets this variable for each rank; it cannot be overridden");
+    expect_error(
+        "-n 2 -x MASTER_PORT=3 true",
+        "-x MASTER_PORT: tprun sets this variable for each rank; it cannot be overridden (unless --no-torch-env)");
+    expect_error("-n 2 --no-torch-env -x TP_RANK=3 true",
+                 "-x TP_RANK: tprun sets this variable for each rank; it cannot be overridden");
     expect_error("-n 2 -x NOT_SET_ANYWHERE true",
                  "-x NOT_SET_ANYWHERE: not set in tprun's environment (use -x NOT_SET_ANYWHERE=value to set it)");
     expect_error("-n 2 no-such-program-xyz", "program \"no-such-program-xyz\": not found in PATH");

@@ -62,6 +62,11 @@ with_env=TP_TRANSPORTS=shm refused 'tprun: TP_TRANSPORTS: unknown transport "shm
 refused 'tprun: -x TP_TRANSPORTS: unknown transport "verbs" in "tcp,^verbs" (known: tcp)' -n 2 -x TP_TRANSPORTS=tcp,^verbs "$prog" $run
 with_env=TP_PART_BYTES=8 refused 'tprun: TP_PART_BYTES: expected a byte count from 64 to 1G (a part holds at least one element), got "8"' -n 2 "$prog" $run
 with_env=TP_TORCH_ENV=maybe refused 'tprun: TP_TORCH_ENV: expected 1, 0, yes, no, true, false, on or off, got "maybe"' -n 2 "$prog" $run
+refused "tprun: --wdir $T/none: No such file or directory" -n 2 --wdir "$T/none" "$prog" $run
+refused "tprun: --wdir $noexec: not a directory" -n 2 --wdir "$noexec" "$prog" $run
+# The Slurm launcher asked for outside an allocation: nothing starts (not even srun).
+with_env="-u SLURM_JOB_ID" refused 'tprun: --launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID is not set); run tprun under salloc or sbatch, or use --launcher local' -n 2 --launcher slurm "$prog" $run
+with_env="-u SLURM_JOB_ID TP_LAUNCHER=slurm" refused 'tprun: TP_LAUNCHER=slurm: not inside a Slurm allocation (SLURM_JOB_ID is not set); run tprun under salloc or sbatch, or use --launcher local' -n 2 "$prog" $run
 # PATH is searched like execvp: a program found only through PATH runs, one missing from it does not.
 with_env=PATH=$T refused 'tprun: program "launcher_rank": not found in PATH' -n 1 launcher_rank $run
 with_env=
@@ -70,6 +75,9 @@ with_env=
 "$TPRUN" --help >"$T/out" 2>&1
 expect_eq "--help status" "$?" 0
 grep -q '^usage: tprun -n N' "$T/out" || fail "--help prints the usage"
+for code in 124 125 127 2 128+signal; do
+    tr '\n' ' ' <"$T/out" | grep -q "[ ;]$code[ ;)]" || fail "--help's exit statuses omit $code: $(grep -A6 '^Exit status' "$T/out")"
+done
 "$TPRUN" --version >"$T/out" 2>&1
 expect_eq "--version status" "$?" 0
 grep -q '^tprun [0-9]' "$T/out" || fail "--version prints the version"
@@ -81,4 +89,18 @@ TP_NO_SUCH_SETTING=1 PATH="$(cd "$(dirname "$RANKP")" && pwd):$PATH" "$TPRUN" -n
 expect_eq "unknown TP_ variable: status" "$?" 0
 grep -q 'warning: unknown variable TP_NO_SUCH_SETTING' "$T/err" || fail "unknown TP_ variable: no warning: $(cat "$T/err")"
 [ -e "$marker" ] || fail "a program found through PATH did not run"
+
+# srun missing inside an allocation: one line, status 125, nothing started.
+rm -f "$marker"
+SLURM_JOB_ID=1 TP_LAUNCHER=auto PATH="$T" "$TPRUN" -n 2 "$prog" $run >"$T/out" 2>"$T/err"
+expect_eq "srun not in PATH: status" "$?" 125
+expect_eq "srun not in PATH: message" "$(cat "$T/err")" \
+    'tprun: Slurm allocation 1: cannot start srun: program "srun": not found in PATH (set TP_LAUNCHER=local to start the ranks here)'
+[ -e "$marker" ] && fail "srun not in PATH: the program ran"
+
+# --wdir applies to the ranks on this machine; a relative program path still names tprun's file.
+mkdir "$T/wd"
+"$TPRUN" -n 2 --wdir "$T/wd" "$prog" '*:touch=here' >"$T/out" 2>"$T/err"
+expect_eq "--wdir for local ranks: status" "$?" 0
+[ -e "$T/wd/here" ] && pass "--wdir: local ranks start in it" || fail "--wdir: local ranks did not start in $T/wd: $(cat "$T/err")"
 finish

@@ -1,6 +1,7 @@
 #!/bin/sh
 # The environment contract: every variable with its per-rank value, TP_BOOT_FD only on rank 0 (a listening
-# socket on TP_BOOT_ADDR's port), the job key never on a command line, torch variables and -x.
+# socket on TP_BOOT_ADDR's port), the job key never on a command line, torch variables (MASTER_PORT another
+# port than the bootstrap's) and -x.
 . "$(dirname "$0")/launcher_lib.sh"
 
 n=4
@@ -13,13 +14,17 @@ port=${addr#127.0.0.1:}
 job=$(get 0 TP_JOB_ID)
 key=$(get 0 TP_JOB_KEY)
 case "$addr" in 127.0.0.1:[0-9]*) pass "TP_BOOT_ADDR $addr" ;; *) fail "TP_BOOT_ADDR '$addr'" ;; esac
+# MASTER_PORT is the same on every rank and not the bootstrap's port: torch's TCPStore binds it in rank 0.
+master=$(get 0 MASTER_PORT)
+case "$master" in [1-9]*) [ "$master" != "$port" ] && pass "MASTER_PORT $master" || fail "MASTER_PORT is the bootstrap's port $port" ;;
+*) fail "MASTER_PORT '$master'" ;; esac
 echo "$key" | grep -Eq '^[0-9a-f]{32}$' || fail "TP_JOB_KEY is not 32 hex digits: '$key'"
 echo "$job" | grep -Eq "^$(hostname)-[0-9]+-[0-9a-f]+$" || fail "TP_JOB_ID '$job' is not host-pid-hex"
 r=0
 while [ $r -lt $n ]; do
     for kv in TP_RANK=$r TP_WORLD_SIZE=$n TP_LOCAL_RANK=$r TP_LOCAL_WORLD_SIZE=$n TP_NODE_RANK=0 TP_JOB_ID=$job \
         TP_JOB_KEY=$key TP_BOOT_ADDR=$addr RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n \
-        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TEST_X=hello TEST_Y=forwarded key_in_cmdline=0 own_pgroup=1; do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT=$master TEST_X=hello TEST_Y=forwarded key_in_cmdline=0 own_pgroup=1; do
         expect_eq "rank $r ${kv%%=*}" "$(get $r "${kv%%=*}")" "${kv#*=}"
     done
     if [ $r = 0 ]; then

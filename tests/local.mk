@@ -11,3 +11,4 @@ include tests/pmix.mk
 include tests/bench.mk
 include tests/ssh.mk
 include tests/docs.mk
+include tests/torch.mk

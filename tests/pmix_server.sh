@@ -171,11 +171,13 @@ st=$?
     echo "$out" | grep -q 'callback: rank [02] saw peer 1' && pass "fate of libtp ranks under --pmix: rank 1 named, peers told" ||
     fail "fate under --pmix: status $st: $out"
 
-# Under --pmix rank 0 does not inherit tprun's bootstrap listener: MASTER_PORT is free for the engine (a
-# PyTorch store, say) to bind.
-step "Under --pmix rank 0 does not inherit tprun's bootstrap listener"
+# Under --pmix rank 0 does not inherit tprun's bootstrap listener, and MASTER_PORT (reserved by tprun) is for the
+# engine's store: bound with SO_REUSEADDR and listening, as PyTorch's TCPStore does.
+step "Under --pmix MASTER_PORT is free for the engine's store"
 out=$(tprun_pmix 30 --pmix -n 2 python3 -c "import os, socket
-if os.environ['RANK'] == '0': socket.socket().bind(('127.0.0.1', int(os.environ['MASTER_PORT'])))
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if os.environ['RANK'] == '0': s.bind(('127.0.0.1', int(os.environ['MASTER_PORT']))); s.listen()
 print('rank', os.environ['RANK'], 'ok')" 2>&1)
 [ $? -eq 0 ] && [ "$(echo "$out" | grep -c '^rank [01] ok$')" = 2 ] && pass "under --pmix rank 0 can bind MASTER_PORT" ||
     fail "MASTER_PORT under --pmix: $out"
