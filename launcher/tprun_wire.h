@@ -6,7 +6,7 @@
 
 /* Escapes '%' and newlines as %XX so that a value fits one protocol line; out must hold 3 * strlen(in) + 1. */
 void tprun_wire_escape(const char *in, char *out);
-/* Undoes tprun_wire_escape in place. */
+/* Undoes tprun_wire_escape in place, in one pass: "%XX" (two hex digits) is a byte, any other '%' stays. */
 void tprun_wire_unescape(char *s);
 
 /* Bytes base64 encoding of len bytes takes, without the terminating NUL. */
