@@ -39,6 +39,20 @@ void tprun_wire_unescape(char *s)
     *w = '\0';
 }
 
+long tprun_wire_parse_uint(const char *text, size_t len, long max, size_t *used)
+{
+    size_t i = 0;
+    long v = 0;
+    while (i < len && text[i] >= '0' && text[i] <= '9') {
+        v = v * 10 + (text[i] - '0');
+        if (v > max || (i == 1 && text[0] == '0')) return -1; /* over max, or a leading zero */
+        i++;
+    }
+    if (i == 0 || (i < len && text[i] != ' ')) return -1;
+    *used = i < len ? i + 1 : i;
+    return v;
+}
+
 static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 size_t tprun_wire_b64_len(size_t len) { return len == 0 ? 1 : (len + 2) / 3 * 4; }

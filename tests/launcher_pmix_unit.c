@@ -82,6 +82,36 @@ static void test_escape(void)
     free(all);
 }
 
+/* A number field of an agent's message is read within its line only, digits then a space or the end. */
+static void test_number_field(void)
+{
+    static const struct {
+        const char *text;
+        size_t len; /* bytes of the line the field may use */
+        long want;
+        size_t used;
+    } cases[] = {
+        {"0 hi", 4, 0, 2}, {"7", 1, 7, 1},    {"12 3", 4, 12, 3},
+        {"99", 2, 99, 2},  {"100", 3, -1, 0}, {"", 0, -1, 0},
+        {" 1", 2, -1, 0},  {"+1", 2, -1, 0},  {"-1 x", 4, -1, 0},
+        {"01", 2, -1, 0},  {"1x", 2, -1, 0},  {"\n0 hi", 5, -1, 0},
+        {"5\n", 2, -1, 0}, {"123", 2, 12, 2}, {"99999999999999999999", 20, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t used = 77;
+        long got = tprun_wire_parse_uint(cases[i].text, cases[i].len, 99, &used);
+        CHECK(got == cases[i].want && (got < 0 ? used == 77 : used == cases[i].used), "\"%s\"/%zu: %ld used %zu",
+              cases[i].text, cases[i].len, got, used);
+    }
+    /* "o " and a line of blanks: nothing is read past the field's bytes (ASan reports a read beyond them). */
+    size_t n = 65533;
+    char *blanks = malloc(n);
+    memset(blanks, ' ', n);
+    size_t used = 0;
+    CHECK(tprun_wire_parse_uint(blanks, n, 99, &used) == -1, "blanks");
+    free(blanks);
+}
+
 /* What the done callback saw, for the fail and expire paths. */
 static struct {
     int calls;
@@ -193,6 +223,7 @@ int main(void)
 {
     test_base64();
     test_escape();
+    test_number_field();
     test_fences();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("launcher_pmix_unit: base64 and the fence table: all checks passed\n");
