@@ -492,7 +492,12 @@ static int agent_run(void)
     A->channel.on_line = on_command;
     A->channel.ctx = A;
     struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
-    epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e);
+    if (epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) != 0) { /* a regular file: it would never be read again */
+        int why = errno;
+        tprun_agent_pmix_stop();
+        tprun_keeper_finish(&A->job.keeper);
+        return refuse("cannot watch the channel from tprun on stdin: %s", strerror(why));
+    }
     e.data.u32 = ID_SIGNALS;
     epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
     if (tprun_agent_pmix_fd() >= 0) {

@@ -14,6 +14,7 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_env.sh \
 	tests/launcher_exit.sh \
 	tests/launcher_output.sh \
+	tests/launcher_agent_input.sh \
 	tests/launcher_stdin.sh \
 	tests/launcher_signals.sh \
 	tests/launcher_keeper.sh \
