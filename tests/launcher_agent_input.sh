@@ -80,6 +80,17 @@ expect_eq "crafted messages: stderr" "$(grep -c 'unexpected message from the age
 grep -q '^oops$' "$T/err" || fail "crafted messages: rank 0's stderr line is missing: $(cat "$T/err")"
 grep -q 'unexpected message from the agent: "o  *\.\.\."$' "$T/err" || fail "crafted messages: the line of blanks"
 
+# A message line over 64 MiB is dropped with one warning (tprun's memory stays bounded); the next one counts.
+{
+    printf 'o 0 '
+    head -c 67200000 /dev/zero | tr '\0' y
+    printf '\no 0 after\n'
+} >"$T/lines"
+"$TPRUN" -n 1 -H fakehost --ssh "$T/agent" /bin/true >"$T/out" 2>"$T/err"
+expect_eq "a message over 64 MiB: status" "$?" 0
+expect_eq "a message over 64 MiB: stdout" "$(cat "$T/out")" "after"
+expect_eq "a message over 64 MiB: warned" "$(grep -c 'a message line over 67108864 bytes was dropped' "$T/err")" 1
+
 # A rank on another host prints a 200 KB line: the agent sends it in the pieces tprun writes for its own ranks.
 "$TPRUN" -n 1 -H fakehost --ssh "$T/ssh" sh -c 'head -c 200000 /dev/zero | tr "\0" x; echo; echo short' >"$T/out"
 expect_eq "long line on another host: status" "$?" 0
