@@ -68,14 +68,18 @@ cat "$T/lines"
 printf 'x 0 0 0 0\nbye\n'
 SH
 chmod +x "$T/agent"
+# crafted WHAT STDOUT: runs one rank through the crafted agent with $T/lines; checks the status and stdout.
+crafted() {
+    "$TPRUN" -n 1 -H fakehost --ssh "$T/agent" /bin/true >"$T/out" 2>"$T/err"
+    expect_eq "$1: status" "$?" 0
+    expect_eq "$1: stdout" "$(cat "$T/out")" "$2"
+}
 {
     printf 'o '
     head -c 65533 /dev/zero | tr '\0' ' '
     printf '\no \n0 hi\no 00 lead\no +0 plus\no 1 other\no 0 hello\ne 0 oops\n'
 } >"$T/lines"
-"$TPRUN" -n 1 -H fakehost --ssh "$T/agent" /bin/true >"$T/out" 2>"$T/err"
-expect_eq "crafted messages: status" "$?" 0
-expect_eq "crafted messages: stdout" "$(cat "$T/out")" "hello"
+crafted "crafted messages" hello
 expect_eq "crafted messages: stderr" "$(grep -c 'unexpected message from the agent' "$T/err")" 6
 grep -q '^oops$' "$T/err" || fail "crafted messages: rank 0's stderr line is missing: $(cat "$T/err")"
 grep -q 'unexpected message from the agent: "o  *\.\.\."$' "$T/err" || fail "crafted messages: the line of blanks"
@@ -86,9 +90,7 @@ grep -q 'unexpected message from the agent: "o  *\.\.\."$' "$T/err" || fail "cra
     head -c 67200000 /dev/zero | tr '\0' y
     printf '\no 0 after\n'
 } >"$T/lines"
-"$TPRUN" -n 1 -H fakehost --ssh "$T/agent" /bin/true >"$T/out" 2>"$T/err"
-expect_eq "a message over 64 MiB: status" "$?" 0
-expect_eq "a message over 64 MiB: stdout" "$(cat "$T/out")" "after"
+crafted "a message over 64 MiB" after
 expect_eq "a message over 64 MiB: warned" "$(grep -c 'a message line over 67108864 bytes was dropped' "$T/err")" 1
 
 # A rank on another host prints a 200 KB line: the agent sends it in the pieces tprun writes for its own ranks.
