@@ -77,10 +77,10 @@ crafted() {
 {
     printf 'o '
     head -c 65533 /dev/zero | tr '\0' ' '
-    printf '\no \n0 hi\no 00 lead\no +0 plus\no 1 other\no 0 hello\ne 0 oops\n'
+    printf '\no \n0 hi\no 0\no 00 lead\no +0 plus\no 1 other\no 0 hello\ne 0 oops\n'
 } >"$T/lines"
 crafted "crafted messages" hello
-expect_eq "crafted messages: stderr" "$(grep -c 'unexpected message from the agent' "$T/err")" 6
+expect_eq "crafted messages: stderr" "$(grep -c 'unexpected message from the agent' "$T/err")" 7
 grep -q '^oops$' "$T/err" || fail "crafted messages: rank 0's stderr line is missing: $(cat "$T/err")"
 grep -q 'unexpected message from the agent: "o  *\.\.\."$' "$T/err" || fail "crafted messages: the line of blanks"
 
