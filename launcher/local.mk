@@ -3,7 +3,7 @@
 bin_PROGRAMS += tprun
 tprun_SOURCES = \
 	launcher/tprun_main.c \
-	launcher/tprun_args.c launcher/tprun_args.h \
+	launcher/tprun_args.c launcher/tprun_args.h launcher/tprun_hosts.c \
 	launcher/tprun_spawn.c launcher/tprun_spawn.h \
 	launcher/tprun_output.c launcher/tprun_output.h \
 	launcher/tprun_exit.c launcher/tprun_exit.h \

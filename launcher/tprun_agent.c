@@ -75,31 +75,41 @@ static int refuse(const char *fmt, ...)
     return TPRUN_EXIT_LAUNCH;
 }
 
-/* Reads the plan (blocking: nothing runs yet) up to its "end" line. */
+/* Reads the plan (blocking: nothing runs yet) up to its "end" line; a plan over the limit is refused. */
 static int read_plan(agent_t *A, char **buf_out)
 {
-    size_t cap = 65536, len = 0;
+    size_t cap = 65536, len = 0, scanned = 0;
     char *buf = malloc(cap);
     while (buf != NULL) {
-        char *end = len > 0 ? strstr(buf, "\nend \n") : NULL;
+        /* Only the bytes not yet searched are searched (with 5 before them: the marker may span two reads). */
+        size_t from = scanned > 5 ? scanned - 5 : 0;
+        char *end = len > scanned ? memmem(buf + from, len - from, "\nend \n", 6) : NULL;
+        scanned = len;
         if (end != NULL || (len >= 5 && strncmp(buf, "end \n", 5) == 0)) {
-            /* Bytes after the plan ("go ...") stay for the channel reader. */
+            /* Bytes after the plan ("go ...") stay for the channel reader, in a buffer that holds them all. */
             size_t used = end != NULL ? (size_t)(end - buf) + 6 : 5;
-            A->channel.buf = malloc(65536);
+            A->channel.cap = len - used + 65536;
+            A->channel.buf = malloc(A->channel.cap);
             if (A->channel.buf == NULL) break;
-            A->channel.cap = 65536;
             memcpy(A->channel.buf, buf + used, len - used);
             A->channel.len = len - used;
             buf[used] = '\0';
             *buf_out = buf;
             return 0;
         }
+        if (len >= TPRUN_AGENT_PLAN_MAX) {
+            free(buf);
+            return refuse("the plan from tprun is over %d bytes without its end (too many arguments or -x values?)",
+                          TPRUN_AGENT_PLAN_MAX);
+        }
         if (len + 4096 >= cap) {
             char *b = realloc(buf, cap *= 2);
             if (b == NULL) break;
             buf = b;
         }
-        ssize_t n = read(STDIN_FILENO, buf + len, cap - len - 1);
+        size_t room = cap - len - 1;
+        if (room > TPRUN_AGENT_PLAN_MAX + 1 - len) room = TPRUN_AGENT_PLAN_MAX + 1 - len;
+        ssize_t n = read(STDIN_FILENO, buf + len, room);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         len += (size_t)n;
@@ -433,7 +443,8 @@ static int agent_run(void)
     tprun_stream_init(&A->channel, STDIN_FILENO, -1);
     signal(SIGPIPE, SIG_IGN); /* a write to a closed channel fails with EPIPE: the job is over */
     char *text = NULL;
-    if (read_plan(A, &text) != 0) return TPRUN_EXIT_LAUNCH; /* tprun went away before sending it */
+    int got = read_plan(A, &text);
+    if (got != 0) return got > 0 ? got : TPRUN_EXIT_LAUNCH; /* tprun went away before sending it */
     int st = apply_plan(A, text);
     free(text);
     if (st != 0) return st;
@@ -485,7 +496,12 @@ static int agent_run(void)
     A->channel.on_line = on_command;
     A->channel.ctx = A;
     struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
-    epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e);
+    if (epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) != 0) { /* a regular file: it would never be read again */
+        int why = errno;
+        tprun_agent_pmix_stop();
+        tprun_keeper_finish(&A->job.keeper);
+        return refuse("cannot watch the channel from tprun on stdin: %s", strerror(why));
+    }
     e.data.u32 = ID_SIGNALS;
     epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
     if (tprun_agent_pmix_fd() >= 0) {

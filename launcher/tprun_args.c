@@ -1,7 +1,7 @@
-/* tprun_args.c: command line and hostfile parsing into a plan; pure apart from reading hostfiles and stat(). */
+/* tprun_args.c: the command line into a checked plan (hosts, hostfiles and placement: tprun_hosts.c); pure apart
+ * from stat() and what tprun_hosts.c reads. */
 #include "tprun_args.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime_config.h"
+#include "runtime_log.h"
 
 static const char *const torch_vars[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                          "MASTER_ADDR", "MASTER_PORT"};
@@ -35,121 +36,9 @@ static const char *env_lookup(char *const *envp, const char *name)
     return NULL;
 }
 
-/* A positive decimal integer not above max, digits only. */
 static int parse_count(const char *text, long max, long *out)
 {
-    long v = 0;
-    if (text[0] == '\0') return -1;
-    for (const char *p = text; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9') return -1;
-        v = v * 10 + (*p - '0');
-        if (v > max) return -1;
-    }
-    if (v <= 0) return -1;
-    *out = v;
-    return 0;
-}
-
-int tprun_host_is_local(const char *name, const char *hostname)
-{
-    struct in_addr a;
-    if (strcasecmp(name, "localhost") == 0 || strcmp(name, "::1") == 0) return 1;
-    if (inet_pton(AF_INET, name, &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
-    if (strcasecmp(name, hostname) == 0) return 1;
-    size_t short_len = strcspn(hostname, ".");
-    return strlen(name) == short_len && strncasecmp(name, hostname, short_len) == 0;
-}
-
-static tp_status_t add_host(tprun_plan_t *plan, const char *name, size_t len, int slots, int given, char *err,
-                            size_t err_len)
-{
-    /* A host named twice adds up its slots, as in Open MPI's -H. */
-    for (size_t i = 0; i < plan->num_hosts; i++) {
-        if (strlen(plan->hosts[i].name) == len && strncmp(plan->hosts[i].name, name, len) == 0) {
-            plan->hosts[i].slots += slots;
-            plan->hosts[i].slots_given |= given;
-            plan->total_slots += slots;
-            return TP_OK;
-        }
-    }
-    tprun_host_t *h = realloc(plan->hosts, (plan->num_hosts + 1) * sizeof(*h));
-    if (h == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
-    plan->hosts = h;
-    char *copy = strndup(name, len);
-    if (copy == NULL) return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
-    memset(&h[plan->num_hosts], 0, sizeof(h[0]));
-    h[plan->num_hosts].name = copy;
-    h[plan->num_hosts].slots = slots;
-    h[plan->num_hosts].slots_given = given;
-    plan->num_hosts++;
-    plan->total_slots += slots;
-    return TP_OK;
-}
-
-/* -H a:2,b: entries separated by commas, each host[:slots] (one slot by default). */
-static tp_status_t parse_host_list(tprun_plan_t *plan, const char *opt, const char *list, char *err, size_t err_len)
-{
-    const char *p = list;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        const char *colon = memchr(p, ':', len);
-        size_t name_len = colon != NULL ? (size_t)(colon - p) : len;
-        long slots = 1;
-        if (name_len == 0) return snprintf(err, err_len, "%s: empty host name in \"%s\"", opt, list), TP_ERR_INVALID;
-        if (colon != NULL) {
-            char text[32];
-            size_t tl = len - name_len - 1;
-            if (tl >= sizeof(text)) tl = sizeof(text) - 1;
-            memcpy(text, colon + 1, tl);
-            text[tl] = '\0';
-            if (parse_count(text, TPRUN_MAX_RANKS, &slots) != 0)
-                return snprintf(err, err_len, "%s: host \"%.*s\": expected a positive slot count, got \"%s\"", opt,
-                                (int)name_len, p, text),
-                       TP_ERR_INVALID;
-        }
-        tp_status_t st = add_host(plan, p, name_len, (int)slots, colon != NULL, err, err_len);
-        if (st != TP_OK) return st;
-        if (p[len] == '\0') return TP_OK;
-        p += len + 1;
-    }
-}
-
-/* A hostfile: "host [slots=N]" per line, '#' starts a comment. */
-static tp_status_t parse_hostfile(tprun_plan_t *plan, const char *path, char *err, size_t err_len)
-{
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return snprintf(err, err_len, "--hostfile %s: %s", path, strerror(errno)), TP_ERR_INVALID;
-    char line[1024];
-    int lineno = 0;
-    size_t before = plan->num_hosts;
-    tp_status_t st = TP_OK;
-    while (st == TP_OK && fgets(line, sizeof(line), f) != NULL) {
-        lineno++;
-        line[strcspn(line, "#\r\n")] = '\0';
-        char *save = NULL;
-        char *host = strtok_r(line, " \t", &save);
-        if (host == NULL) continue;
-        long slots = 1;
-        int given = 0;
-        for (char *tok = strtok_r(NULL, " \t", &save); tok != NULL; tok = strtok_r(NULL, " \t", &save)) {
-            if (strncmp(tok, "slots=", 6) != 0 || parse_count(tok + 6, TPRUN_MAX_RANKS, &slots) != 0) {
-                snprintf(err, err_len, "--hostfile %s: line %d: expected slots=N (a positive count), got \"%s\"", path,
-                         lineno, tok);
-                st = TP_ERR_INVALID;
-                break;
-            }
-            given = 1;
-        }
-        if (st == TP_OK) st = add_host(plan, host, strlen(host), (int)slots, given, err, err_len);
-    }
-    if (st == TP_OK && ferror(f)) {
-        snprintf(err, err_len, "--hostfile %s: %s", path, strerror(errno));
-        st = TP_ERR_INVALID;
-    }
-    fclose(f);
-    if (st == TP_OK && plan->num_hosts == before)
-        snprintf(err, err_len, "--hostfile %s: no hosts in the file", path), st = TP_ERR_INVALID;
-    return st;
+    return tprun_parse_count(text, strlen(text), max, out);
 }
 
 static int is_var_name(const char *s, size_t len)
@@ -206,13 +95,17 @@ static tp_status_t parse_env_option(tprun_plan_t *plan, const char *arg, char *c
 static tp_status_t check_candidate(const char *given, const char *path, char *err, size_t err_len)
 {
     struct stat st;
+    char qg[TP_QUOTE_LEN], qp[TP_QUOTE_LEN];
     if (stat(path, &st) != 0)
-        return snprintf(err, err_len, "program \"%s\": %s", given, strerror(errno)), TP_ERR_NOT_FOUND;
+        return snprintf(err, err_len, "program \"%s\": %s", tp_quote(given, qg, sizeof(qg)), strerror(errno)),
+               TP_ERR_NOT_FOUND;
     if (S_ISDIR(st.st_mode))
-        return snprintf(err, err_len, "program \"%s\": %s is a directory", given, path), TP_ERR_INVALID;
+        return snprintf(err, err_len, "program \"%s\": %s is a directory", tp_quote(given, qg, sizeof(qg)),
+                        tp_quote(path, qp, sizeof(qp))),
+               TP_ERR_INVALID;
     if (!S_ISREG(st.st_mode) || access(path, X_OK) != 0)
-        return snprintf(err, err_len, "program \"%s\": %s is not executable (%s)", given, path,
-                        S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file"),
+        return snprintf(err, err_len, "program \"%s\": %s is not executable (%s)", tp_quote(given, qg, sizeof(qg)),
+                        tp_quote(path, qp, sizeof(qp)), S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file"),
                TP_ERR_INVALID;
     return TP_OK;
 }
@@ -247,8 +140,9 @@ tp_status_t tprun_find_program(const char *name, const char *path_env, char **ou
         if (p[len] == '\0') break;
         p += len + 1;
     }
+    char q[TP_QUOTE_LEN];
     if (first_err[0] != '\0') snprintf(err, err_len, "%s", first_err);
-    else snprintf(err, err_len, "program \"%s\": not found in PATH", name);
+    else snprintf(err, err_len, "program \"%s\": not found in PATH", tp_quote(name, q, sizeof(q)));
     return TP_ERR_INVALID;
 }
 
@@ -314,6 +208,7 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
             if (arg[2] != '\0') attached = arg + 2;
         }
         const char *v;
+        char q[TP_QUOTE_LEN];
         tp_status_t st = TP_OK;
         if (strcmp(name, "-n") == 0 || strcmp(name, "--np") == 0) {
             long n;
@@ -321,17 +216,17 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
                 return TP_ERR_INVALID;
             if (parse_count(v, TPRUN_MAX_RANKS, &n) != 0)
                 return snprintf(err, err_len, "%s: expected a positive integer (at most %d), got \"%s\"", name,
-                                TPRUN_MAX_RANKS, v),
+                                TPRUN_MAX_RANKS, tp_quote(v, q, sizeof(q))),
                        TP_ERR_INVALID;
             plan->np = (int)n;
         } else if (strcmp(name, "-H") == 0 || strcmp(name, "--host") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "host[:slots][,...]", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
-            st = parse_host_list(plan, name, v, err, err_len);
+            st = tprun_hosts_parse_list(plan, name, v, err, err_len);
         } else if (strcmp(name, "--hostfile") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "a file name", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
-            st = parse_hostfile(plan, v, err, err_len);
+            st = tprun_hosts_parse_file(plan, v, err, err_len);
         } else if (strcmp(name, "-x") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "VAR or VAR=value", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
@@ -350,7 +245,9 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
                 return TP_ERR_INVALID;
             if (strcmp(v, "slot") == 0) plan->map_by = TPRUN_MAP_SLOT;
             else if (strcmp(v, "node") == 0) plan->map_by = TPRUN_MAP_NODE;
-            else return snprintf(err, err_len, "%s: expected slot or node, got \"%s\"", name, v), TP_ERR_INVALID;
+            else
+                return snprintf(err, err_len, "%s: expected slot or node, got \"%s\"", name, tp_quote(v, q, sizeof(q))),
+                       TP_ERR_INVALID;
         } else if (strcmp(name, "--ssh") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "a command such as \"ssh -F file\"", err,
                                   err_len)) == NULL)
@@ -396,7 +293,8 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
         } else if (strcmp(name, "--help") == 0 || (strcmp(name, "-h") == 0 && attached == NULL)) {
             plan->want_help = 1;
         } else {
-            return snprintf(err, err_len, "unknown option \"%s\" (tprun --help lists the options)", arg),
+            return snprintf(err, err_len, "unknown option \"%s\" (tprun --help lists the options)",
+                            tp_quote(arg, q, sizeof(q))),
                    TP_ERR_INVALID;
         }
         if (st != TP_OK) return TP_ERR_INVALID;
@@ -467,6 +365,11 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
                         plan->total_slots),
                TP_ERR_INVALID;
     tp_status_t st = plan->hosts != NULL ? tprun_plan_place(plan, err, err_len) : TP_OK;
+    /* Under Slurm srun starts the ranks: tprun holds only srun's pipes. */
+    const char *how = plan->launcher;
+    int srun = (how != NULL && strcmp(how, "slurm") == 0) ||
+               ((how == NULL || strcmp(how, "local") != 0) && env_lookup(envp, "SLURM_JOB_ID") != NULL);
+    if (st == TP_OK && !srun) st = tprun_plan_check_fds(plan, err, err_len);
     if (st == TP_OK)
         st = tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
     if (st == TP_OK) st = check_wdir(plan, err, err_len);
@@ -485,38 +388,6 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
         free(plan->program_path);
         plan->program_path = abs;
     }
-    return TP_OK;
-}
-
-tp_status_t tprun_plan_place(tprun_plan_t *plan, char *err, size_t err_len)
-{
-    free(plan->rank_host);
-    free(plan->rank_local);
-    plan->rank_host = calloc((size_t)plan->np, sizeof(int));
-    plan->rank_local = calloc((size_t)plan->np, sizeof(int));
-    if (plan->rank_host == NULL || plan->rank_local == NULL)
-        return snprintf(err, err_len, "out of memory"), TP_ERR_NO_MEMORY;
-    for (size_t h = 0; h < plan->num_hosts; h++) plan->hosts[h].nranks = 0;
-    int r = 0;
-    if (plan->map_by == TPRUN_MAP_NODE) {
-        /* One rank per host in turn, skipping hosts whose slots are full. */
-        while (r < plan->np)
-            for (size_t h = 0; h < plan->num_hosts && r < plan->np; h++)
-                if (plan->hosts[h].nranks < plan->hosts[h].slots) plan->rank_host[r++] = (int)h, plan->hosts[h].nranks++;
-    } else {
-        for (size_t h = 0; h < plan->num_hosts && r < plan->np; h++)
-            for (int s = 0; s < plan->hosts[h].slots && r < plan->np; s++)
-                plan->rank_host[r++] = (int)h, plan->hosts[h].nranks++;
-    }
-    int node = 0;
-    plan->remote = 0;
-    for (size_t h = 0; h < plan->num_hosts; h++) {
-        tprun_host_t *host = &plan->hosts[h];
-        host->node = host->nranks > 0 ? node++ : -1;
-        if (host->nranks > 0 && !host->local) plan->remote = 1;
-        host->nranks = 0;
-    }
-    for (r = 0; r < plan->np; r++) plan->rank_local[r] = plan->hosts[plan->rank_host[r]].nranks++;
     return TP_OK;
 }
 
@@ -552,18 +423,24 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
     if (st == TP_OK && plan->launcher != NULL && strcmp(plan->launcher, "auto") != 0 &&
         strcmp(plan->launcher, "local") != 0 && strcmp(plan->launcher, "slurm") != 0) {
         int from_env = launcher_from != NULL && plan->launcher == env_lookup(envp, "TP_LAUNCHER");
+        char q[TP_QUOTE_LEN];
         snprintf(err, err_len, "%s: expected auto, local or slurm, got \"%s\"", from_env ? "TP_LAUNCHER" : "--launcher",
-                 plan->launcher);
+                 tp_quote(plan->launcher, q, sizeof(q)));
         st = TP_ERR_INVALID;
     }
     if (st == TP_OK) st = check_torch_env(plan, err, err_len);
     int have_np = plan->np > 0;
+    if (st == TP_OK) st = tprun_hosts_merge(plan, err, err_len);
     if (st == TP_OK) {
         plan->argv = argv + prog;
         if (!plan->want_help && !plan->want_version && !plan->want_info)
             st = check_plan(plan, envp, hostname, have_np, err, err_len);
     }
     if (st != TP_OK) {
+        /* Whatever a message echoes from argv, the environment or a file, it stays one printable line. */
+        char *raw = strdup(err);
+        if (raw != NULL) tp_quote(raw, err, err_len);
+        free(raw);
         tprun_plan_free(plan);
         return TP_ERR_INVALID;
     }

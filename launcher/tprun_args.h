@@ -13,6 +13,8 @@
 
 /* Largest -n accepted: beyond it a single host runs out of pids and fds long before. */
 #define TPRUN_MAX_RANKS 65536
+/* Longest host name in -H and hostfiles (DNS allows 253; ssh's own limit is above). */
+#define TPRUN_HOST_NAME_MAX 255
 
 typedef struct tprun_host {
     char *name;
@@ -71,6 +73,21 @@ tp_status_t tprun_plan_place(tprun_plan_t *plan, char *err, size_t err_len);
 
 /* Whether a host name given on the command line means this machine (localhost, 127.x, hostname or its short name). */
 int tprun_host_is_local(const char *name, const char *hostname);
+
+/* Whether name[0..len) is a host name tprun accepts: letters, digits and -._:@, at most TPRUN_HOST_NAME_MAX, the
+ * first a letter, a digit or ':' (never read by ssh as an option). */
+int tprun_host_name_valid(const char *name, size_t len);
+
+/* Within tprun_args: a positive decimal integer of len characters, digits only, not above max; 0 or -1. */
+int tprun_parse_count(const char *text, size_t len, long max, long *out);
+/* -H's list (host[:slots],...) and a hostfile ("host [slots=N]" lines, '#' comments) appended to the plan's hosts,
+ * then a host named twice merged into its first entry (its slots added up, at most TPRUN_MAX_RANKS). */
+tp_status_t tprun_hosts_parse_list(tprun_plan_t *plan, const char *opt, const char *list, char *err, size_t err_len);
+tp_status_t tprun_hosts_parse_file(tprun_plan_t *plan, const char *path, char *err, size_t err_len);
+tp_status_t tprun_hosts_merge(tprun_plan_t *plan, char *err, size_t err_len);
+/* Refuses a plan whose ranks on this machine need more descriptors than RLIMIT_NOFILE allows, after raising the
+ * soft limit to the hard one; call after tprun_plan_place. */
+tp_status_t tprun_plan_check_fds(const tprun_plan_t *plan, char *err, size_t err_len);
 
 /* Finds a program the way execvp does (a name with a slash as is, else each PATH entry); *out is malloc'd. */
 tp_status_t tprun_find_program(const char *name, const char *path_env, char **out, char *err, size_t err_len);

@@ -8,7 +8,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Bytes read per wake-up; a longer line grows the buffer over several reads. */
+#include "runtime_log.h"
+
+/* Bytes read per wake-up; a longer line grows the buffer over several reads, up to its cap. */
 #define TPRUN_READ_CHUNK 65536
 
 void tprun_stream_init(tprun_stream_t *s, int fd, int out_fd)
@@ -18,12 +20,15 @@ void tprun_stream_init(tprun_stream_t *s, int fd, int out_fd)
     s->out_fd = out_fd;
 }
 
-void tprun_write_line(int fd, const tprun_prefix_t *prefix, const char *data, size_t len)
+/* prefix, data and suffix (may be NULL) to fd in one writev, continuing after a short write. */
+static void write_pieces(int fd, const tprun_prefix_t *prefix, const char *data, size_t len, const char *suffix)
 {
-    struct iovec iov[2] = {{(void *)prefix->text, prefix->len}, {(void *)data, len}};
-    int first = prefix->len > 0 ? 0 : 1;
-    while (first < 2) {
-        ssize_t n = writev(fd, iov + first, 2 - first);
+    struct iovec iov[3] = {{(void *)prefix->text, prefix->len},
+                           {(void *)data, len},
+                           {(void *)suffix, suffix != NULL ? strlen(suffix) : 0}};
+    int first = prefix->len > 0 ? 0 : 1, last = suffix != NULL ? 3 : 2;
+    while (first < last) {
+        ssize_t n = writev(fd, iov + first, last - first);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
             struct pollfd p = {fd, POLLOUT, 0};
@@ -32,25 +37,55 @@ void tprun_write_line(int fd, const tprun_prefix_t *prefix, const char *data, si
         }
         if (n <= 0) return; /* EPIPE or a closed terminal: the output is lost, the job goes on */
         size_t done = (size_t)n;
-        while (first < 2 && done >= iov[first].iov_len) done -= iov[first++].iov_len;
-        if (first < 2) {
+        while (first < last && done >= iov[first].iov_len) done -= iov[first++].iov_len;
+        if (first < last) {
             iov[first].iov_base = (char *)iov[first].iov_base + done;
             iov[first].iov_len -= done;
         }
     }
 }
 
-/* Writes the complete lines held and keeps the partial one at the front of the buffer. */
+void tprun_write_line(int fd, const tprun_prefix_t *prefix, const char *data, size_t len)
+{
+    write_pieces(fd, prefix, data, len, NULL);
+}
+
+/* A rank's output lines are cut into pieces; a channel's messages are whole or dropped. */
+static size_t line_max(const tprun_stream_t *s) { return s->on_line != NULL ? TPRUN_CHANNEL_LINE_MAX : TPRUN_LINE_MAX; }
+
+/* Writes the complete lines held (a rank's too long ones in marked pieces) and keeps the partial one at the front. */
 static void emit_lines(tprun_stream_t *s, const tprun_prefix_t *prefix)
 {
-    size_t start = 0;
-    char *nl;
-    while ((nl = memchr(s->buf + s->scanned, '\n', s->len - s->scanned)) != NULL) {
-        size_t end = (size_t)(nl - s->buf) + 1;
-        if (s->on_line != NULL) s->on_line(s->ctx, s->buf + start, end - start);
-        else tprun_write_line(s->out_fd, prefix, s->buf + start, end - start);
-        start = end;
-        s->scanned = end;
+    size_t start = 0, max = line_max(s);
+    for (;;) {
+        char *nl = memchr(s->buf + s->scanned, '\n', s->len - s->scanned);
+        size_t end = nl != NULL ? (size_t)(nl - s->buf) + 1 : s->len;
+        if (s->skipping) { /* the rest of a message line that was too long */
+            s->skipping = nl == NULL;
+            start = s->scanned = end;
+            if (nl == NULL) break;
+            continue;
+        }
+        if (nl != NULL && end - start - 1 <= max) {
+            if (s->on_line != NULL) s->on_line(s->ctx, s->buf + start, end - start);
+            else tprun_write_line(s->out_fd, prefix, s->buf + start, end - start);
+            start = s->scanned = end;
+            continue;
+        }
+        if (end - start <= max) { /* a partial line that may still end in time */
+            s->scanned = end;
+            break;
+        }
+        if (s->on_line == NULL) { /* memory stays bounded: the first max bytes go now, marked as continued */
+            write_pieces(s->out_fd, prefix, s->buf + start, max, TPRUN_LINE_CONTINUED "\n");
+            start += max;
+            s->scanned = start;
+            continue;
+        }
+        tp_log(TP_LOG_WARN, "channel", "a message line over %d bytes was dropped", TPRUN_CHANNEL_LINE_MAX);
+        s->skipping = nl == NULL;
+        start = s->scanned = end;
+        if (nl == NULL) break;
     }
     if (start > 0) {
         memmove(s->buf, s->buf + start, s->len - start);
@@ -61,6 +96,8 @@ static void emit_lines(tprun_stream_t *s, const tprun_prefix_t *prefix)
 
 static void emit_partial(tprun_stream_t *s, const tprun_prefix_t *prefix)
 {
+    if (s->skipping) s->len = 0;
+    s->skipping = 0;
     if (s->len == 0) return;
     if (s->len < s->cap) {
         s->buf[s->len++] = '\n';

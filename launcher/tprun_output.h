@@ -5,6 +5,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* Longest output line forwarded whole: a longer one goes in pieces of this many bytes, each but the last ending
+ * in TPRUN_LINE_CONTINUED, so tprun's memory stays bounded whatever a rank prints. */
+#define TPRUN_LINE_MAX       65536
+#define TPRUN_LINE_CONTINUED "[tprun: line continues]"
+/* Longest message line on a channel (an agent's, srun's stderr): PMIx data travels there; a longer one is dropped. */
+#define TPRUN_CHANNEL_LINE_MAX (64 << 20)
+
 /* One stream of one rank: the read end of its pipe and the bytes of a line not yet complete. */
 typedef struct tprun_stream {
     int fd;     /* read end (non-blocking), -1 once closed */
@@ -13,6 +20,7 @@ typedef struct tprun_stream {
     size_t len;     /* bytes held */
     size_t scanned; /* bytes of buf known to hold no newline */
     size_t cap;
+    int skipping; /* a channel's line over TPRUN_CHANNEL_LINE_MAX: its bytes are dropped up to its newline */
     /* When set, each whole line (newline included) goes here instead of to out_fd: an agent's channel. */
     void (*on_line)(void *ctx, char *line, size_t len);
     void *ctx;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,12 +27,11 @@
 static tprun_loop_t *agents_loop; /* the loop the agents' line handler reports to (one job per tprun) */
 static void stdin_ack(tprun_loop_t *L, const char *line);
 
-static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const char *text, char **rest)
+/* The rank field at text (len bytes, within one line): one of this agent's ranks, or -1. */
+static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const char *text, size_t len, size_t *used)
 {
-    long r = strtol(text, rest, 10);
-    int ai = (int)(a - L->agents->a);
-    if (*rest == text || r < 0 || r >= L->job->np || L->job->ranks[r].agent != ai) return -1;
-    if (**rest == ' ') (*rest)++;
+    long r = tprun_wire_parse_uint(text, len, L->job->np - 1, used);
+    if (r < 0 || L->job->ranks[r].agent != (int)(a - L->agents->a)) return -1;
     return (int)r;
 }
 
@@ -40,22 +40,27 @@ static void on_agent_line(void *ctx, char *line, size_t len)
 {
     tprun_agent_t *a = ctx;
     tprun_loop_t *L = agents_loop;
-    char *rest;
+    size_t used;
+    long pid;
     int r;
-    if ((line[0] == 'o' || line[0] == 'e') && line[1] == ' ') {
-        if ((r = parse_rank_of(L, a, line + 2, &rest)) >= 0)
-            tprun_write_line(line[0] == 'o' ? STDOUT_FILENO : STDERR_FILENO, &L->job->ranks[r].prefix, rest,
-                             len - (size_t)(rest - line));
+    /* Every field is read within the line (newline excluded): a number never runs on into the next one. */
+    if (len >= 3 && (line[0] == 'o' || line[0] == 'e') && line[1] == ' ' &&
+        (r = parse_rank_of(L, a, line + 2, len - 3, &used)) >= 0 && line[2 + used - 1] == ' ') {
+        tprun_write_line(line[0] == 'o' ? STDOUT_FILENO : STDERR_FILENO, &L->job->ranks[r].prefix, line + 2 + used,
+                         len - 2 - used);
         return;
     }
     line[len - 1] = '\0';
-    if (line[0] == 's' && line[1] == ' ' && (r = parse_rank_of(L, a, line + 2, &rest)) >= 0) {
-        L->job->ranks[r].pid = (pid_t)strtol(rest, NULL, 10);
+    char *rest = line + 2;
+    size_t rest_len = len >= 3 ? len - 3 : 0;
+    if (line[0] == 's' && line[1] == ' ' && (r = parse_rank_of(L, a, rest, rest_len, &used)) >= 0 &&
+        (pid = tprun_wire_parse_uint(rest + used, rest_len - used, INT_MAX, &used)) > 0) {
+        L->job->ranks[r].pid = (pid_t)pid;
         L->job->ranks[r].start_wall = tprun_wall_s();
-    } else if (line[0] == 'x' && line[1] == ' ' && (r = parse_rank_of(L, a, line + 2, &rest)) >= 0) {
+    } else if (line[0] == 'x' && line[1] == ' ' && (r = parse_rank_of(L, a, rest, rest_len, &used)) >= 0) {
         int wstatus = 0, err = 0, oom = 0;
         tprun_rank_t *rank = &L->job->ranks[r];
-        if (sscanf(rest, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
+        if (sscanf(rest + used, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
             rank->exec_errno = err;
             rank->oom = oom;
             a->running--;
@@ -69,7 +74,9 @@ static void on_agent_line(void *ctx, char *line, size_t len)
     } else if (line[0] == 'p' && tprun_pmix_agent_line(L, (int)(a - L->agents->a), line)) {
         /* PMIx hook: handled */
     } else {
-        tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%.200s\"", a->name, line);
+        char q[TP_QUOTE_LEN];
+        tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%s\"", a->name,
+               tp_quote(line, q, sizeof(q)));
     }
 }
 

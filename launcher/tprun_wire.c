@@ -15,19 +15,42 @@ void tprun_wire_escape(const char *in, char *out)
     *out = '\0';
 }
 
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 void tprun_wire_unescape(char *s)
 {
+    /* One pass: '%' and two hex digits is a byte, anything else is itself. */
     char *w = s;
-    for (char *r = s; *r != '\0'; r++) {
-        unsigned v;
-        if (r[0] == '%' && r[1] != '\0' && r[2] != '\0' && sscanf(r + 1, "%2x", &v) == 1) {
-            *w++ = (char)v;
+    for (const char *r = s; *r != '\0'; r++) {
+        int hi = r[0] == '%' ? hex_value(r[1]) : -1, lo = hi >= 0 ? hex_value(r[2]) : -1;
+        if (lo >= 0) {
+            *w++ = (char)(hi << 4 | lo);
             r += 2;
         } else {
             *w++ = *r;
         }
     }
     *w = '\0';
+}
+
+long tprun_wire_parse_uint(const char *text, size_t len, long max, size_t *used)
+{
+    size_t i = 0;
+    long v = 0;
+    while (i < len && text[i] >= '0' && text[i] <= '9') {
+        v = v * 10 + (text[i] - '0');
+        if (v > max || (i == 1 && text[0] == '0')) return -1; /* over max, or a leading zero */
+        i++;
+    }
+    if (i == 0 || (i < len && text[i] != ' ')) return -1;
+    *used = i < len ? i + 1 : i;
+    return v;
 }
 
 static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -6,8 +6,14 @@
 
 /* Escapes '%' and newlines as %XX so that a value fits one protocol line; out must hold 3 * strlen(in) + 1. */
 void tprun_wire_escape(const char *in, char *out);
-/* Undoes tprun_wire_escape in place. */
+/* Undoes tprun_wire_escape in place, in one pass: "%XX" (two hex digits) is a byte, any other '%' stays. */
 void tprun_wire_unescape(char *s);
+
+/*
+ * A message's number field: decimal digits at the start of text[0..len) (no sign, blank or leading zero), not above
+ * max, ending at len or a space; *used gets its length with the space. Returns it, or -1 (nothing read past len).
+ */
+long tprun_wire_parse_uint(const char *text, size_t len, long max, size_t *used);
 
 /* Bytes base64 encoding of len bytes takes, without the terminating NUL. */
 size_t tprun_wire_b64_len(size_t len);

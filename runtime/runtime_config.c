@@ -84,7 +84,8 @@ const char *tp_config_value(const char *env)
 
 static tp_status_t bad_value(const char *name, const char *text, const char *expected, char *err, size_t len)
 {
-    snprintf(err, len, "%s: expected %s, got \"%s\"", name, expected, text);
+    char q[TP_QUOTE_LEN];
+    snprintf(err, len, "%s: expected %s, got \"%s\"", name, expected, tp_quote(text, q, sizeof(q)));
     return TP_ERR_INVALID;
 }
 
@@ -209,7 +210,9 @@ tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err
         name[n] = '\0';
         const tp_config_entry_t *e = tp_config_find_env(name);
         if (e == NULL) {
-            tp_log(TP_LOG_WARN, "config", "unknown variable %s ignored (tprun --info lists them all)", name);
+            char q[TP_QUOTE_LEN];
+            tp_log(TP_LOG_WARN, "config", "unknown variable %s ignored (tprun --info lists them all)",
+                   tp_quote(name, q, sizeof(q)));
             continue;
         }
         if (first == TP_OK) first = check_value(e, eq + 1, err, err_len);
@@ -217,7 +220,9 @@ tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err
     if (first == TP_OK) {
         const char *level = tp_config_value("TP_LOG_LEVEL");
         if (tp_log_level_parse(level) < 0) {
-            snprintf(err, err_len, "TP_LOG_LEVEL: expected error, warn, info, debug or trace, got \"%s\"", level);
+            char q[TP_QUOTE_LEN];
+            snprintf(err, err_len, "TP_LOG_LEVEL: expected error, warn, info, debug or trace, got \"%s\"",
+                     tp_quote(level, q, sizeof(q)));
             first = TP_ERR_INVALID;
         }
     }

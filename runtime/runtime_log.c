@@ -99,3 +99,22 @@ void tp_format_ranks(const int *ranks, size_t n, char *out, size_t len)
     }
     if (used >= len && len > 4) strcpy(out + len - 4, "...");
 }
+
+char *tp_quote(const char *in, char *out, size_t out_len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, total = 0;
+    if (out_len < 8) return out_len > 0 ? (out[0] = '\0', out) : out;
+    for (const char *p = in; *p != '\0'; p++) total += (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f ? 1 : 4;
+    /* A value that does not fit keeps room for "..." and the NUL. */
+    size_t room = total < out_len ? out_len - 1 : out_len - 4;
+    for (; *in != '\0'; in++) {
+        unsigned char c = (unsigned char)*in;
+        size_t need = c >= 0x20 && c < 0x7f ? 1 : 4;
+        if (o + need > room) break;
+        if (need == 1) out[o++] = (char)c;
+        else out[o++] = '\\', out[o++] = 'x', out[o++] = hex[c >> 4], out[o++] = hex[c & 15];
+    }
+    strcpy(out + o, *in != '\0' ? "..." : "");
+    return out;
+}

@@ -20,6 +20,12 @@ void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list
 /* Formats a sorted rank list compactly for messages: "0-2,5,7-9" ("..." when it does not fit). */
 void tp_format_ranks(const int *ranks, size_t n, char *out, size_t len);
 
+/* Room for a value that tp_quote cuts: messages quote untrusted text into a buffer of this size. */
+#define TP_QUOTE_LEN 256
+/* Copies untrusted text for a one-line message: control and non-ASCII bytes become \xNN, a long value ends in
+ * "..."; returns out. */
+char *tp_quote(const char *in, char *out, size_t out_len);
+
 /* Writes a whole line to fd with one write() (retrying short writes); used for user-facing output too. */
 void tp_log_write_all(int fd, const char *buf, size_t len);
 

@@ -3,7 +3,7 @@
 check_PROGRAMS += tests/launcher_rank tests/launcher_args_test tests/launcher_pmix_unit
 tests_launcher_rank_SOURCES = tests/launcher_rank.c
 tests_launcher_args_test_SOURCES = tests/launcher_args_test.c \
-	launcher/tprun_args.c launcher/tprun_exit.c \
+	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_exit.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
 tests_launcher_args_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tests_launcher_args_test_LDADD = -lm
@@ -14,6 +14,7 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_env.sh \
 	tests/launcher_exit.sh \
 	tests/launcher_output.sh \
+	tests/launcher_agent_input.sh \
 	tests/launcher_stdin.sh \
 	tests/launcher_signals.sh \
 	tests/launcher_keeper.sh \

@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "tprun_args.h"
 #include "runtime_log.h"
+#include "tprun_args.h"
 #include "tprun_exit.h"
 
 #include "unit_check.h"
@@ -111,7 +113,8 @@ static void test_hostfile(void)
     CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
     close(fd);
     snprintf(line, sizeof(line), "--hostfile %s true", path);
-    snprintf(msg, sizeof(msg), "--hostfile %s: line 2: expected slots=N (a positive count), got \"cpus=4\"", path);
+    snprintf(msg, sizeof(msg),
+             "--hostfile %s: line 2: expected slots=N (a positive count, at most 65536), got \"cpus=4\"", path);
     expect_error(line, msg);
     fd = open(path, O_WRONLY | O_TRUNC);
     text = "# nothing\n";
@@ -217,8 +220,7 @@ static void test_placement(void)
         CHECK(plan.rank_host[r] == host[r] && plan.rank_local[r] == local[r], "node: rank %d on %d/%d", r,
               plan.rank_host[r], plan.rank_local[r]);
     tprun_plan_free(&plan);
-    CHECK(parse("-n 4 -H a:1,b:2,a:2 --map-by node /bin/true", NULL, &plan, err, sizeof(err)) == TP_OK, "dup: %s",
-          err);
+    CHECK(parse("-n 4 -H a:1,b:2,a:2 --map-by node /bin/true", NULL, &plan, err, sizeof(err)) == TP_OK, "dup: %s", err);
     CHECK(plan.num_hosts == 2 && plan.hosts[0].slots == 3 && plan.total_slots == 5, "a host named twice adds up");
     CHECK(plan.rank_host[0] == 0 && plan.rank_host[1] == 1 && plan.rank_host[2] == 0 && plan.rank_host[3] == 1,
           "node with duplicates");
@@ -229,6 +231,186 @@ static void test_placement(void)
     tprun_plan_free(&plan);
 }
 
+/* Writes len bytes of text into a fresh file; returns its path (static). */
+static const char *hostfile_of(const char *text, size_t len)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/launcher_args_hostsXXXXXX");
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, text, len) == (ssize_t)len, "write %s", path);
+    close(fd);
+    return path;
+}
+
+#define HOST_NAME_EXPECTED "expected a host name (letters, digits, '-', '.', '_', ':', '@', at most 255), got "
+
+/* A hostfile of len bytes of text is refused with "--hostfile PATH: " and message. */
+static void expect_hostfile_error(const char *text, size_t len, const char *message)
+{
+    char line[256], msg[1024];
+    const char *path = hostfile_of(text, len);
+    snprintf(line, sizeof(line), "-n 1 --hostfile %s true", path);
+    snprintf(msg, sizeof(msg), "--hostfile %s: %s", path, message);
+    expect_error(line, msg);
+    unlink(path);
+}
+
+/* Hostfile lines of any length are read whole: a long comment stays a comment, line numbers stay right. */
+static void test_hostfile_hostile(void)
+{
+    tprun_plan_t plan;
+    char err[1024], line[256], msg[1024];
+    size_t big = 1 << 20;
+    char *text = malloc(big + 64);
+    /* A comment longer than any line buffer: its tail must not become a host (it once ran "ssh evilhost"). */
+    int n = sprintf(text, "# ");
+    memset(text + n, 'c', 5000);
+    n += 5000;
+    n += sprintf(text + n, "evilhost\nlocalhost slots=2\nbad slots=x\n");
+    const char *path = hostfile_of(text, (size_t)n);
+    snprintf(line, sizeof(line), "--hostfile %s true", path);
+    snprintf(msg, sizeof(msg),
+             "--hostfile %s: line 3: expected slots=N (a positive count, at most 65536), got \"slots=x\"", path);
+    expect_error(line, msg);
+    unlink(path);
+    path = hostfile_of(text, (size_t)n - strlen("bad slots=x\n"));
+    snprintf(line, sizeof(line), "--hostfile %s true", path);
+    CHECK(parse(line, NULL, &plan, err, sizeof(err)) == TP_OK, "%s", err);
+    CHECK(plan.num_hosts == 1 && strcmp(plan.hosts[0].name, "localhost") == 0 && plan.np == 2, "only localhost: %zu",
+          plan.num_hosts);
+    tprun_plan_free(&plan);
+    unlink(path);
+    /* One word of a megabyte is one bad host name, not many hosts. */
+    memset(text, 'x', big);
+    text[big] = '\n';
+    path = hostfile_of(text, big + 1);
+    snprintf(line, sizeof(line), "-n 1 --hostfile %s true", path);
+    CHECK(parse(line, NULL, &plan, err, sizeof(err)) != TP_OK, "a 1 MB host name was accepted");
+    snprintf(msg, sizeof(msg), "--hostfile %s: line 1: " HOST_NAME_EXPECTED "\"xxxx", path);
+    CHECK(strncmp(err, msg, strlen(msg)) == 0 && strlen(err) < 600 && strcmp(err + strlen(err) - 4, "...\"") == 0, "%s",
+          err);
+    unlink(path);
+    /* A NUL byte used to cut the line silently ("localhost" with 99999 slots dropped). */
+    expect_hostfile_error("a\nlocalhost\0garbage slots=99999\n", 32, "line 2: a NUL byte (a hostfile is text)");
+    /* A host name that ssh would read as an option, or with bytes no host name has. */
+    expect_hostfile_error("a\n-oProxyCommand=x slots=2\n", 26, "line 2: " HOST_NAME_EXPECTED "\"-oProxyCommand=x\"");
+    expect_hostfile_error("a\x1b[2Jb\n", 7, "line 1: " HOST_NAME_EXPECTED "\"a\\x1b[2Jb\"");
+    free(text);
+}
+
+/* Slot counts add up in 64 bits: 32769 x 65536 slots once overflowed an int and spun --map-by node forever. */
+static void test_hostfile_slots(void)
+{
+    size_t lines = 32769, one = strlen("localhost slots=65536\n");
+    char *text = malloc(lines * one + 1);
+    for (size_t i = 0; i < lines; i++) memcpy(text + i * one, "localhost slots=65536\n", one);
+    const char *path = hostfile_of(text, lines * one);
+    tprun_plan_t plan;
+    char err[1024], line[256];
+    snprintf(line, sizeof(line), "-n 2 --map-by node --hostfile %s true", path);
+    CHECK(parse(line, NULL, &plan, err, sizeof(err)) == TP_OK, "%s", err);
+    CHECK(plan.num_hosts == 1 && plan.hosts[0].slots == TPRUN_MAX_RANKS && plan.total_slots == TPRUN_MAX_RANKS,
+          "slots %d total %ld", plan.num_hosts ? plan.hosts[0].slots : -1, plan.total_slots);
+    tprun_plan_free(&plan);
+    unlink(path);
+    free(text);
+    /* Placement ends for any input: slots short of -n are refused, not looped over. */
+    tprun_host_t hosts[2] = {{.name = "a", .slots = 1}, {.name = "b", .slots = 2}};
+    tprun_plan_t p = {.np = 4, .hosts = hosts, .num_hosts = 2, .map_by = TPRUN_MAP_NODE};
+    CHECK(tprun_plan_place(&p, err, sizeof(err)) != TP_OK, "4 ranks placed on 3 slots");
+    CHECK(strcmp(err, "-n 4 needs 4 slots, but -H/--hostfile give only 3") == 0, "%s", err);
+    p.np = 3;
+    CHECK(tprun_plan_place(&p, err, sizeof(err)) == TP_OK, "%s", err);
+    CHECK(p.rank_host[0] == 0 && p.rank_host[1] == 1 && p.rank_host[2] == 1, "node: %d %d %d", p.rank_host[0],
+          p.rank_host[1], p.rank_host[2]);
+    free(p.rank_host);
+    free(p.rank_local);
+}
+
+/* 80000 distinct hosts: merging duplicates is sorted, not pairwise (it took 23 s), and keeps the order. */
+static void test_many_hosts(void)
+{
+    size_t n = 80000;
+    char *text = malloc(n * 16 + 32), *w = text;
+    for (size_t i = 0; i < n; i++) w += sprintf(w, "h%zu\n", i);
+    w += sprintf(w, "h7 slots=4\nh3\n");
+    const char *path = hostfile_of(text, (size_t)(w - text));
+    tprun_plan_t plan;
+    char err[1024], line[256];
+    snprintf(line, sizeof(line), "-n 3 --hostfile %s /bin/true", path);
+    clock_t t0 = clock();
+    CHECK(parse(line, NULL, &plan, err, sizeof(err)) == TP_OK, "%s", err);
+    double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(cpu < 5, "80000 hosts took %.1f s of CPU", cpu);
+    CHECK(plan.num_hosts == n && strcmp(plan.hosts[n - 1].name, "h79999") == 0 && strcmp(plan.hosts[7].name, "h7") == 0,
+          "hosts %zu", plan.num_hosts);
+    CHECK(plan.hosts[7].slots == 5 && plan.hosts[7].slots_given && plan.hosts[3].slots == 2, "h7 %d h3 %d",
+          plan.hosts[7].slots, plan.hosts[3].slots);
+    tprun_plan_free(&plan);
+    unlink(path);
+    free(text);
+}
+
+/* -H slot counts are read whole; every message stays one printable line whatever the argument holds. */
+static void test_hostile_args(void)
+{
+    tprun_plan_t plan;
+    char err[1024];
+    expect_error("-n 1 -H localhost:0000000000000000000000000000001junk true",
+                 "-H: host \"localhost\": expected a positive slot count, got \"0000000000000000000000000000001junk\"");
+    CHECK(parse("-H localhost:00000000000000000000000000000000000000002 true", NULL, &plan, err, sizeof(err)) ==
+                  TP_OK &&
+              plan.np == 2,
+          "leading zeros: %s", err);
+    tprun_plan_free(&plan);
+    expect_error("-n 1 -H localhost:65537 true",
+                 "-H: host \"localhost\": expected a positive slot count, got \"65537\"");
+    expect_error(
+        "-n 1 -H -oProxyCommand=x true",
+        "-H: expected a host name (letters, digits, '-', '.', '_', '@', at most 255), got \"-oProxyCommand=x\"");
+    expect_error("-n 1 --bo\ngus\x1b[31m true",
+                 "unknown option \"--bo\\x0agus\\x1b[31m\" (tprun --help lists the options)");
+    expect_error("-n 1 -x A\nB=1 true", "-x: expected VAR or VAR=value with a variable name, got \"A\\x0aB=1\"");
+    expect_error("-n 1 no\rsuch", "program \"no\\x0dsuch\": not found in PATH");
+    expect_error("-n 1 --map-by \x7f true", "--map-by: expected slot or node, got \"\\x7f\"");
+    static char longarg[3000];
+    memset(longarg, 'z', sizeof(longarg) - 1);
+    memcpy(longarg, "--", 2);
+    char *argv[] = {"tprun", longarg, "true", NULL};
+    CHECK(tprun_args_parse(3, argv, base_env, "vm", &plan, err, sizeof(err)) != TP_OK, "long option accepted");
+    CHECK(strncmp(err, "unknown option \"--zzz", 21) == 0 &&
+              strstr(err, "...\" (tprun --help lists the options)") != NULL,
+          "%s", err);
+}
+
+/* -n beyond what the descriptor limit allows is refused before anything starts; the soft limit is raised first. */
+static void test_fd_limit(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {100, 300};
+        tprun_plan_t plan;
+        char err[1024] = "";
+        int bad = setrlimit(RLIMIT_NOFILE, &rl) != 0;
+        bad |= parse("-n 100 true", NULL, &plan, err, sizeof(err)) != TP_OK;
+        bad |= getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur != 300;
+        if (bad) fprintf(stderr, "fd limit, raised: %s\n", err);
+        rl.rlim_cur = rl.rlim_max = 200;
+        bad |= setrlimit(RLIMIT_NOFILE, &rl) != 0;
+        bad |= parse("-n 100 true", NULL, &plan, err, sizeof(err)) == TP_OK;
+        bad |= strcmp(err, "-n 100: 100 ranks here need 264 file descriptors, but the limit is 200 (raise ulimit -n, "
+                           "or run fewer ranks on this host)") != 0;
+        bad |= parse("-n 60 true", NULL, &plan, err, sizeof(err)) != TP_OK;
+        /* Ranks on other hosts hold no pipes here, an agent's ssh three. */
+        bad |= parse("-n 100 -H a:100 /bin/true", NULL, &plan, err, sizeof(err)) != TP_OK;
+        bad |= parse("-n 100 --launcher slurm true", NULL, &plan, err, sizeof(err)) != TP_OK;
+        if (bad) fprintf(stderr, "fd limit: %s\n", err);
+        _exit(bad);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "fd limit checks failed");
+}
+
 int main(void)
 {
     test_good();
@@ -236,6 +418,11 @@ int main(void)
     test_errors();
     test_hosts_and_formats();
     test_placement();
+    test_hostfile_hostile();
+    test_hostfile_slots();
+    test_many_hosts();
+    test_hostile_args();
+    test_fd_limit();
     if (failures) fprintf(stderr, "launcher_args_test: %d checks failed\n", failures);
     return failures ? 1 : 0;
 }

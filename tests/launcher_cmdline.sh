@@ -11,17 +11,20 @@ tracer=
 tracer=$(command -v strace 2>/dev/null)
 
 # refused WANT ARGS...: tprun ARGS must print exactly WANT, exit 2, leave stdout empty and start nothing.
-# with_env is VAR=value for tprun's environment (or empty).
+# with_env is VAR=value for tprun's environment (or empty); nofile, when set, is tprun's descriptor limit.
 with_env=
+nofile=
 refused() {
     want=$1
     shift
     rm -f "$marker" "$T/trace"
-    if [ -n "$tracer" ]; then
-        env $with_env "$tracer" -f -qq -o "$T/trace" -e trace=process,socket,pipe,pipe2 "$TPRUN" "$@" >"$T/out" 2>"$T/err"
-    else
-        env $with_env "$TPRUN" "$@" >"$T/out" 2>"$T/err"
-    fi
+    (
+        [ -z "$nofile" ] || ulimit -n "$nofile" || exit 99
+        if [ -n "$tracer" ]; then
+            exec env $with_env "$tracer" -f -qq -o "$T/trace" -e trace=process,socket,pipe,pipe2 "$TPRUN" "$@"
+        fi
+        exec env $with_env "$TPRUN" "$@"
+    ) >"$T/out" 2>"$T/err"
     rc=$?
     expect_eq "status of: tprun $*" "$rc" 2
     expect_eq "message of: tprun $*" "$(cat "$T/err")" "$want"
@@ -70,6 +73,26 @@ with_env="-u SLURM_JOB_ID TP_LAUNCHER=slurm" refused 'tprun: TP_LAUNCHER=slurm: 
 # PATH is searched like execvp: a program found only through PATH runs, one missing from it does not.
 with_env=PATH=$T refused 'tprun: program "launcher_rank": not found in PATH' -n 1 launcher_rank $run
 with_env=
+
+# Hostile input: long hostfile lines, NUL bytes, control characters; each refusal stays one printable line.
+{
+    printf '# '
+    head -c 5000 /dev/zero | tr '\0' c
+    printf 'evilhost\n'
+} >"$T/hosts"
+refused "tprun: --hostfile $T/hosts: no hosts in the file" -n 1 --hostfile "$T/hosts" --ssh "$prog" "$prog" $run
+printf 'localhost\0garbage slots=99999\n' >"$T/hosts"
+refused "tprun: --hostfile $T/hosts: line 1: a NUL byte (a hostfile is text)" -n 1 --hostfile "$T/hosts" "$prog" $run
+refused 'tprun: -H: expected a host name (letters, digits, '"'-', '.', '_', '@'"', at most 255), got "a\x1b[31m\x0ab"' \
+    -n 1 -H "$(printf 'a\033[31m\nb')" "$prog" $run
+refused 'tprun: -H: host "localhost": expected a positive slot count, got "0000000000000000000000000000001junk"' \
+    -n 1 -H localhost:0000000000000000000000000000001junk "$prog" $run
+refused 'tprun: unknown option "--a\x0a\x1b]0;title\x07" (tprun --help lists the options)' \
+    -n 1 "$(printf -- '--a\n\033]0;title\007')" "$prog" $run
+# More ranks than the descriptor limit lets tprun hold pipes for: refused before the first pipe.
+nofile=100 refused 'tprun: -n 64: 64 ranks here need 192 file descriptors, but the limit is 100 (raise ulimit -n, or run fewer ranks on this host)' \
+    -n 64 "$prog" $run
+nofile=
 
 # What is not refused: help, version, info, an unknown TP_ variable (a warning) and a program from PATH.
 "$TPRUN" --help >"$T/out" 2>&1

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tprun_pmix_fence.h"
 #include "tprun_wire.h"
@@ -44,6 +45,71 @@ static void test_base64(void)
         size_t len = 7;
         CHECK(tprun_wire_b64_decode(bad[i], &back, &len) == -1 && len == 7, "\"%s\" accepted", bad[i]);
     }
+}
+
+/* Escaped values round-trip; a '%' without two hex digits stays as it is; a value of '%'s takes linear time. */
+static void test_escape(void)
+{
+    char in[] = "a%b\nc\r%%\x01", esc[3 * sizeof(in)];
+    tprun_wire_escape(in, esc);
+    CHECK(strcmp(esc, "a%25b%0Ac%0D%25%25\x01") == 0, "%s", esc);
+    tprun_wire_unescape(esc);
+    CHECK(strcmp(esc, in) == 0, "round trip: %s", esc);
+    static const char *const raw[] = {"%", "%4", "%4g", "%zz", "% 4", "%+1", "%-1", "100%", "%41%42%4", "%6a%6A"};
+    static const char *const back[] = {"%", "%4", "%4g", "%zz", "% 4", "%+1", "%-1", "100%", "AB%4", "jj"};
+    for (size_t i = 0; i < sizeof(raw) / sizeof(raw[0]); i++) {
+        char buf[32];
+        strcpy(buf, raw[i]);
+        tprun_wire_unescape(buf);
+        CHECK(strcmp(buf, back[i]) == 0, "\"%s\" unescaped to \"%s\", expected \"%s\"", raw[i], buf, back[i]);
+    }
+    size_t n = 512 << 10;
+    char *big = malloc(3 * n + 1), *all = malloc(n + 1);
+    memset(all, '%', n);
+    all[n] = '\0';
+    tprun_wire_escape(all, big);
+    clock_t t0 = clock();
+    tprun_wire_unescape(big);
+    double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(strcmp(big, all) == 0 && cpu < 1, "512 KiB of '%%' unescaped in %.2f s of CPU", cpu);
+    memset(big, '%', n); /* bare '%'s, each looked at once */
+    big[n] = '\0';
+    t0 = clock();
+    tprun_wire_unescape(big);
+    cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(strlen(big) == n && cpu < 1, "512 KiB of bare '%%' in %.2f s of CPU", cpu);
+    free(big);
+    free(all);
+}
+
+/* A number field of an agent's message is read within its line only, digits then a space or the end. */
+static void test_number_field(void)
+{
+    static const struct {
+        const char *text;
+        size_t len; /* bytes of the line the field may use */
+        long want;
+        size_t used;
+    } cases[] = {
+        {"0 hi", 4, 0, 2}, {"7", 1, 7, 1},    {"12 3", 4, 12, 3},
+        {"99", 2, 99, 2},  {"100", 3, -1, 0}, {"", 0, -1, 0},
+        {" 1", 2, -1, 0},  {"+1", 2, -1, 0},  {"-1 x", 4, -1, 0},
+        {"01", 2, -1, 0},  {"1x", 2, -1, 0},  {"\n0 hi", 5, -1, 0},
+        {"5\n", 2, -1, 0}, {"123", 2, 12, 2}, {"99999999999999999999", 20, -1, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t used = 77;
+        long got = tprun_wire_parse_uint(cases[i].text, cases[i].len, 99, &used);
+        CHECK(got == cases[i].want && (got < 0 ? used == 77 : used == cases[i].used), "\"%s\"/%zu: %ld used %zu",
+              cases[i].text, cases[i].len, got, used);
+    }
+    /* "o " and a line of blanks: nothing is read past the field's bytes (ASan reports a read beyond them). */
+    size_t n = 65533;
+    char *blanks = malloc(n);
+    memset(blanks, ' ', n);
+    size_t used = 0;
+    CHECK(tprun_wire_parse_uint(blanks, n, 99, &used) == -1, "blanks");
+    free(blanks);
 }
 
 /* What the done callback saw, for the fail and expire paths. */
@@ -156,6 +222,8 @@ static void test_fences(void)
 int main(void)
 {
     test_base64();
+    test_escape();
+    test_number_field();
     test_fences();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("launcher_pmix_unit: base64 and the fence table: all checks passed\n");

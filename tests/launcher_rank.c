@@ -14,7 +14,8 @@
  *   usr1exit=N   exit with status N on SIGUSR1 (a test's stand-in for libtp's fate path)
  *   refused      print "boot_refused=1" once connecting to TP_BOOT_ADDR is refused (within 5 s), else 0
  *   keeper       print "keeper PID" for tprun's keeper process (a child of tprun named tprun-keeper)
- * With "check-lines NRANKS N LEN" instead, reads tprun's output on stdin and checks every line is whole.
+ * With "check-lines NRANKS N LEN" instead, reads tprun's output on stdin and checks every line is whole (a line
+ * over 64 KiB in tprun's marked pieces, rejoined).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -140,32 +141,45 @@ static void print_lines(const char *spec)
     free(line);
 }
 
-/* Reads tprun's output and checks each line is one rank's whole line; counts lines per rank. */
+/* tprun cuts a line over 64 KiB into pieces, each but the last ending so (docs/USAGE.md, "Output"). */
+#define PIECE_LEN 65536
+static const char piece_mark[] = "[tprun: line continues]\n";
+
+/* Reads tprun's output and checks each line is one rank's whole line (rejoining marked pieces); counts per rank. */
 static int check_lines(int nranks, long count, long linelen)
 {
-    long *seen = calloc((size_t)nranks, sizeof(long));
+    long *seen = calloc((size_t)nranks, sizeof(long)), *held = calloc((size_t)nranks, sizeof(long));
     char *line = NULL;
-    size_t cap = 0;
+    size_t cap = 0, ml = strlen(piece_mark);
     ssize_t n;
     int bad = 0;
     while ((n = getline(&line, &cap, stdin)) > 0) {
-        int r = atoi(line);
-        char *colon = strchr(line, ':');
-        int ok = n == linelen && colon != NULL && r >= 0 && r < nranks;
-        for (ssize_t i = colon ? colon - line + 1 : 0; ok && i < n - 1; i++)
+        int piece = (size_t)n == PIECE_LEN + ml && memcmp(line + PIECE_LEN, piece_mark, ml) == 0;
+        ssize_t body = piece ? PIECE_LEN : n - 1; /* the line's own bytes here, newline aside */
+        char *colon = memchr(line, ':', (size_t)(body < 12 ? body : 12));
+        /* A line's first piece starts "R:", the next ones with R's letter. */
+        int r = colon != NULL ? atoi(line) : line[0] - 'a';
+        int ok = r >= 0 && r < nranks && (colon != NULL) == (held[r] == 0);
+        for (ssize_t i = colon ? colon - line + 1 : 0; ok && i < body; i++)
             if (line[i] != 'a' + r % 26) ok = 0;
-        if (!ok) {
+        if (ok && piece) {
+            held[r] += body;
+            continue;
+        }
+        if (!ok || held[r] + n != linelen) {
             fprintf(stderr, "check-lines: a mixed or cut line of %zd bytes: %.60s...\n", n, line);
             bad = 1;
         } else {
             seen[r]++;
         }
+        if (ok) held[r] = 0;
     }
     for (int r = 0; r < nranks; r++)
         if (seen[r] != count)
             fprintf(stderr, "check-lines: rank %d: %ld whole lines, expected %ld\n", r, seen[r], count), bad = 1;
     free(line);
     free(seen);
+    free(held);
     return bad;
 }
 
