@@ -64,7 +64,9 @@ took=$(sed -n 's/.*connections in, \([0-9.]*\) s$/\1/p' "$TEST_DIR/burst.out")
     pass "burst: every real connection admitted beside 70 idle ones in ${took} s" ||
     fail "burst: status $st: $(cat "$TEST_DIR/burst.out"; tail -3 "$TEST_DIR/burst.err")"
 n=$(grep -c 'tcp: warning' "$TEST_DIR/burst.err")
-[ "$n" -le 12 ] && grep -q "refused 70 connections that did not prove the job's key within 1 s" "$TEST_DIR/burst.err" &&
-    pass "burst: $n warning lines, the idle ones counted in one" ||
-    fail "burst: $n warning lines (at most 12, the idle ones in one count): $(head -20 "$TEST_DIR/burst.err")"
+# idle ones past their deadline are counted in one line (the 6 real ones beyond the room wait for them); any
+# left when the mesh completes are strays, and the count of those is one line too
+[ "$n" -le 12 ] && grep -q "refused [0-9]* connections\{0,1\} that did not prove the job's key within 1 s" "$TEST_DIR/burst.err" &&
+    pass "burst: $n warning lines, the idle ones past their deadline counted in one" ||
+    fail "burst: $n warning lines (at most 12, the late ones in one count): $(head -20 "$TEST_DIR/burst.err")"
 finish
