@@ -5,6 +5,8 @@
 #include <pmix.h>
 #include <pmix_server.h>
 
+#include "runtime_pmix_compat.h"
+
 #define TPRUN_PMIX_SYMBOLS(X)                                                                                          \
     X(PMIx_server_init)                                                                                                \
     X(PMIx_server_finalize) X(PMIx_server_register_nspace) X(PMIx_server_register_client) X(PMIx_server_setup_fork)    \

@@ -29,6 +29,8 @@ int tp_pmix_started(void)
 #ifdef HAVE_PMIX
 #include <pmix.h>
 
+#include "runtime_pmix_compat.h"
+
 #include "runtime_dl.h"
 
 /* libpmix is dlopen'd only when a PMIx server started this process: ranks under tprun never load it. */
