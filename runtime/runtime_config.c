@@ -40,7 +40,7 @@ const tp_config_entry_t tp_config_table[] = {
     {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
      "large collectives move in parts of this many bytes"},
     {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
-     "transports to use, in order (shm,tcp), or ^name to exclude; empty means all"},
+     "transports to use, comma-separated in order, or ^name to exclude; empty means all; this build has one: tcp"},
     {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
      "microseconds a waiting rank spins before it blocks in the kernel"},
     {"TP_IFNAME", "ifname", TP_CONFIG_STRING, TP_CONFIG_USER, "",
