@@ -124,7 +124,7 @@ typedef void (*tp_fate_fn)(const tp_failure_t *failure, void *arg);
  */
 tp_status_t tp_fate_register(tp_fate_fn fn, void *arg);
 
-/* ---- Collectives (blocking; host memory when stream is NULL) ---- */
+/* ---- Collectives (blocking, on host memory; stream must be NULL) ---- */
 
 typedef enum tp_dtype {
     TP_BYTES = 0,
@@ -145,7 +145,11 @@ typedef enum tp_op {
 /* Bytes per element of a type (1 for TP_BYTES), or 0 for an unknown type. */
 size_t tp_dtype_size(tp_dtype_t dtype);
 
-/* A device stream the collectives are ordered on (CUDA or HIP); NULL means host memory, blocking. */
+/*
+ * The stream argument of every collective and point-to-point call. This libtp has no device streams and no way to
+ * make one: pass NULL (buffers are host memory; the call returns when it is done). A non-NULL stream fails the call
+ * with TP_ERR_UNSUPPORTED and an error naming the call, and the comm stays usable.
+ */
 typedef struct tp_stream tp_stream_t;
 
 /*
