@@ -28,7 +28,7 @@ typedef enum tp_status {
     /* this call */
     TP_ERR_INVALID = -1,     /* a bad argument */
     TP_ERR_NO_MEMORY = -2,   /* an allocation failed */
-    TP_ERR_UNSUPPORTED = -3, /* the operation is not available here (transport, device, type) */
+    TP_ERR_UNSUPPORTED = -3, /* the operation is not available here (a non-NULL stream, a transport) */
     TP_ERR_STATE = -4,       /* called in the wrong state (before init, after finalize) */
     TP_ERR_SYSTEM = -5,      /* a system call failed */
     TP_ERR_NOT_FOUND = -6,   /* a name or key was not found */
