@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include <tp.h>
@@ -37,48 +36,48 @@ static tp_status_t one_call(tp_comm_t *w, int op, void *send, void *recv, size_t
     return TP_ERR_INVALID;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: tp-bench [--json] [--ops allreduce,allgather,...] [--max-bytes N] [--iters N]\n");
-    exit(2);
-}
-
 int main(int argc, char **argv)
 {
-    int json = 0, iters_override = 0;
-    size_t max_bytes = (size_t)64 << 20;
-    const char *ops = "allreduce,allgather,reduce_scatter,bcast,sendrecv";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) ops = argv[++i];
-        else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], NULL, 0);
-        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters_override = atoi(argv[++i]);
-        else usage();
+    bench_opts_t o;
+    char err[256];
+    if (bench_parse_args(argc, argv, 0, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "tp-bench: %s\n", err);
+        return 2;
+    }
+    if (o.help) {
+        bench_usage(stdout, "tp-bench", 0);
+        printf("Run it under a launcher, e.g. tprun -n 4 tp-bench; rank 0 prints the table.\n");
+        return 0;
     }
     tp_comm_t *w;
     tp_status_t s = tp_init(NULL, &w);
     if (s != TP_OK) {
-        fprintf(stderr, "tp-bench: tp_init: %s\n", tp_status_string(s));
+        fprintf(stderr, "tp-bench: tp_init: %s (%s)\n", tp_status_string(s), tp_last_error());
         return 1;
     }
     int me = tp_comm_rank(w), n = tp_comm_size(w);
-    size_t cap = max_bytes * (size_t)n + 64;
+    size_t cap = o.max_bytes * (size_t)n + 64;
     float *send = malloc(cap), *recv = malloc(cap);
-    double *t = malloc(500 * sizeof(double)), *tmax = malloc(500 * sizeof(double));
-    if (send == NULL || recv == NULL || t == NULL || tmax == NULL) return 1;
+    double *t = malloc(BENCH_MAX_ITERS * sizeof(double)), *tmax = malloc(BENCH_MAX_ITERS * sizeof(double));
+    if (send == NULL || recv == NULL || t == NULL || tmax == NULL) {
+        fprintf(stderr, "tp-bench: rank %d: out of memory for 2 x %zu bytes (lower --max-bytes)\n", me, cap);
+        return 1;
+    }
     for (size_t i = 0; i < cap / 4; i++) send[i] = (float)(i % 1000) * 0.5f, recv[i] = 0;
-    if (me == 0 && !json)
-        printf("tp-bench: %d ranks, libtp %s, part_bytes %s; p50 / p90 us over back-to-back calls (500 up to 1 MiB, "
-               "100 at 4 MiB, 20 at 16 MiB, 10 at 64 MiB), each the slowest rank's time after a barrier\n"
-               "%-15s %12s %6s %12s %12s\n", n, tp_version(), tp_comm_setting(w, "part_bytes"), "op", "bytes",
-               "iters", "p50_us", "p90_us");
+    char calls[96];
+    if (o.iters > 0) snprintf(calls, sizeof(calls), "%d per size", o.iters);
+    else snprintf(calls, sizeof(calls), "500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 above");
+    if (me == 0 && !o.json)
+        printf("tp-bench: %d ranks, libtp %s, part_bytes %s; p50 / p90 us over back-to-back calls (%s), each the "
+               "slowest rank's time after a barrier\n"
+               "%-15s %12s %6s %12s %12s\n",
+               n, tp_version(), tp_comm_setting(w, "part_bytes"), calls, "op", "bytes", "iters", "p50_us", "p90_us");
     for (int op = 0; op < OP_COUNT; op++) {
-        if (strstr(ops, op_names[op]) == NULL) continue;
-        for (size_t bytes = 16; bytes <= max_bytes; bytes *= 4) {
+        if (!(o.ops & (1u << op))) continue;
+        for (size_t bytes = 16; bytes <= o.max_bytes; bytes *= 4) {
             if (op == OP_ALL_TO_ALL && bytes < (size_t)4 * n) continue;
             /* reduce_scatter takes N * bytes in and gives bytes out, in MPI's block terms */
-            int iters = iters_override > 0 ? iters_override : iterations_for(bytes);
-            if (iters > 500) iters = 500;
+            int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
             for (int i = -5; i < iters; i++) {
                 if ((s = tp_barrier(w)) != TP_OK) goto fail;
                 double t0 = now_us();
@@ -88,16 +87,16 @@ int main(int argc, char **argv)
             if ((s = tp_all_reduce(w, t, tmax, (size_t)iters, TP_F64, TP_MAX, NULL)) != TP_OK) goto fail;
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
             double p50 = tmax[iters / 2], p90 = tmax[(iters * 9) / 10];
-            if (me == 0 && json)
+            if (me == 0 && o.json)
                 printf("{\"impl\":\"tprun\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f}\n", n, op_names[op], bytes, iters, p50, p90);
-            else if (me == 0)
-                printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
+                       "\"p90_us\":%.2f}\n",
+                       n, op_names[op], bytes, iters, p50, p90);
+            else if (me == 0) printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
             fflush(stdout);
         }
     }
-    tp_finalize(w);
-    return 0;
+    free(send), free(recv), free(t), free(tmax);
+    return tp_finalize(w) == TP_OK ? 0 : 1;
 fail:
     fprintf(stderr, "tp-bench: rank %d: %s (%s)\n", me, tp_status_string(s), tp_last_error());
     return 1;

@@ -38,17 +38,27 @@ int main(int argc, char **argv)
                size, size == 1 ? "" : "s", tp_version(), tp_comm_setting(world, "model"),
                tp_comm_setting(world, "part_bytes"));
         printf("%5s %-20s %8s %6s %5s %s\n", "rank", "host", "pid", "local", "node", "address");
-        for (int r = 0; r < size; r++) {
-            tp_peer_info_t p;
-            tp_comm_peer(world, r, &p);
-            printf("%5d %-20s %8d %6d %5d %s\n", p.rank, p.host, (int)p.pid, p.local_rank, p.node_rank, p.address);
-        }
-        fflush(stdout);
     }
+    int table_ok = 1;
+    for (int r = 0; r < size; r++) { /* every rank holds the whole table: one entry per rank, in rank order */
+        tp_peer_info_t p;
+        if (tp_comm_peer(world, r, &p) != TP_OK || p.rank != r || p.pid <= 0) {
+            fprintf(stderr, "tp_hello: rank %d: the rank table's entry %d is wrong\n", rank, r);
+            table_ok = 0;
+            continue;
+        }
+        if (rank == 0)
+            printf("%5d %-20s %8d %6d %5d %s\n", p.rank, p.host, (int)p.pid, p.local_rank, p.node_rank, p.address);
+    }
+    fflush(stdout);
     s = tp_finalize(world);
     if (s != TP_OK) {
         fprintf(stderr, "tp_hello: tp_finalize failed: %s\n", tp_status_string(s));
         return 1;
     }
-    return 0;
+    /* tp_finalize returns on rank 0 only once every rank has finalized, so rank 0 speaks for the job. */
+    if (rank == 0)
+        printf("tp_hello: %d rank%s: bootstrap, settings agreement, rank table and collective finalize: %s\n", size,
+               size == 1 ? "" : "s", table_ok ? "PASS" : "FAIL");
+    return table_ok ? 0 : 1;
 }

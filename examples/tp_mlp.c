@@ -168,18 +168,20 @@ int main(int argc, char **argv)
     }
     int all_bad = 0;
     tp_all_reduce(w, &(int){bad != 0}, &all_bad, 1, TP_I32, TP_MAX, NULL);
-    if (me == 0 || bad) {
-        printf("tp_mlp rank %d/%d: %s, batch %d, model %d, hidden %d (%d per rank), seed %llu, %d iterations\n", me,
-               n, m.bf16 ? "bf16" : "f32", m.batch, m.model, m.hidden, m.hidden / n, (unsigned long long)m.seed,
-               iters);
-        printf("  per iteration: layer 1 (column-parallel) %.1f us, layer 2 (row-parallel) %.1f us, all_reduce "
-               "%.1f us\n", t1 / iters, t2 / iters, tred / iters);
-        if (bad)
-            printf("  MISMATCH: %zu of %zu outputs differ from the rank-order reference (first at %zu)\n", bad,
-                   cells, first);
-        else
-            printf("  output matches the rank-order reference bit for bit (%zu values)%s\n", cells,
-                   all_bad ? "; another rank reports a mismatch" : "");
+    const char *dtype = m.bf16 ? "bf16" : "f32";
+    if (bad)
+        printf("tp_mlp rank %d: MISMATCH: %zu of %zu outputs differ from the rank-order reference (first at %zu)\n", me,
+               bad, cells, first);
+    if (me == 0) {
+        printf("tp_mlp: %d ranks, %s, batch %d, model %d, hidden %d (%d per rank), seed %llu, %d iterations\n", n,
+               dtype, m.batch, m.model, m.hidden, m.hidden / n, (unsigned long long)m.seed, iters);
+        printf("  rank 0, mean per iteration, the three steps one after another:\n");
+        printf("    %-58s %10.1f us\n", "layer 1, column-parallel (relu(x W1) on this rank's slice)", t1 / iters);
+        printf("    %-58s %10.1f us\n", "layer 2, row-parallel (this rank's partial of h W2)", t2 / iters);
+        printf("    %-58s %10.1f us\n", "all_reduce of the partials, waiting for the slowest rank", tred / iters);
+        printf("tp_mlp: %d ranks, %s: %d iterations, output (%zu values) equal bit for bit to the rank-order reference "
+               "on every rank: %s\n",
+               n, dtype, iters, cells, all_bad ? "FAIL" : "PASS");
     }
     tp_finalize(w);
     return bad || all_bad ? 1 : 0;

@@ -28,7 +28,7 @@ typedef enum tp_status {
     /* this call */
     TP_ERR_INVALID = -1,     /* a bad argument */
     TP_ERR_NO_MEMORY = -2,   /* an allocation failed */
-    TP_ERR_UNSUPPORTED = -3, /* the operation is not available here (transport, device, type) */
+    TP_ERR_UNSUPPORTED = -3, /* the operation is not available here (a non-NULL stream, a transport) */
     TP_ERR_STATE = -4,       /* called in the wrong state (before init, after finalize) */
     TP_ERR_SYSTEM = -5,      /* a system call failed */
     TP_ERR_NOT_FOUND = -6,   /* a name or key was not found */
@@ -124,7 +124,7 @@ typedef void (*tp_fate_fn)(const tp_failure_t *failure, void *arg);
  */
 tp_status_t tp_fate_register(tp_fate_fn fn, void *arg);
 
-/* ---- Collectives (blocking; host memory when stream is NULL) ---- */
+/* ---- Collectives (blocking, on host memory; stream must be NULL) ---- */
 
 typedef enum tp_dtype {
     TP_BYTES = 0,
@@ -145,7 +145,11 @@ typedef enum tp_op {
 /* Bytes per element of a type (1 for TP_BYTES), or 0 for an unknown type. */
 size_t tp_dtype_size(tp_dtype_t dtype);
 
-/* A device stream the collectives are ordered on (CUDA or HIP); NULL means host memory, blocking. */
+/*
+ * The stream argument of every collective and point-to-point call. This libtp has no device streams and no way to
+ * make one: pass NULL (buffers are host memory; the call returns when it is done). A non-NULL stream fails the call
+ * with TP_ERR_UNSUPPORTED and an error naming the call, and the comm stays usable.
+ */
 typedef struct tp_stream tp_stream_t;
 
 /*

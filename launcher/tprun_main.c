@@ -572,11 +572,17 @@ int main(int argc, char **argv)
                tprun_summary_check(&plan, tprun_slurm_wanted(plan.launcher, environ), err, sizeof(err)) != TP_OK) {
         tprun_say("%s", err);
         status = TPRUN_EXIT_USAGE;
-    } else if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
-        status = tprun_slurm_check(&plan, environ);
-        if (status == 0) status = tprun_slurm_run(&plan, environ);
     } else {
-        status = run_job(&plan, host);
+        /* One warning per job: the ranks (local, remote or under srun) inherit TP_ENV_CHECKED and stay quiet. */
+        tp_config_warn_unknown(environ);
+        if (plan.env_set != NULL) tp_config_warn_unknown(plan.env_set);
+        setenv("TP_ENV_CHECKED", "1", 1);
+        if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
+            status = tprun_slurm_check(&plan, environ);
+            if (status == 0) status = tprun_slurm_run(&plan, environ);
+        } else {
+            status = run_job(&plan, host);
+        }
     }
     tprun_plan_free(&plan);
     return status;

@@ -1,20 +1,14 @@
-# tp_deps.m4: runs every optional-dependency check and prints what configure found.
+# tp_deps.m4: runs the optional-dependency check and prints what configure found.
 
-# TP_CHECK_DEPENDENCIES: linked libraries first, then vendor headers; then tp.pc's Libs.private.
+# TP_CHECK_DEPENDENCIES: PMIx, then what tp.pc lists in Libs.private.
 AC_DEFUN([TP_CHECK_DEPENDENCIES], [
 m4_ifndef([PKG_PROG_PKG_CONFIG],
   [m4_fatal([pkg.m4 not found: install pkg-config (scripts/install-deps.sh does) and rerun ./autogen.sh])])
 PKG_PROG_PKG_CONFIG
 tp_summary_rows=
-TP_CHECK_HWLOC
 TP_CHECK_PMIX
-TP_CHECK_VERBS
-TP_CHECK_CUDA
-TP_CHECK_NCCL
-TP_CHECK_HIP
-dnl What a static libtp needs beside it, dependents first; shared hwloc (its own --static line wants
-dnl libudev-dev and friends), and never the dlopen'd libraries (PMIx and the vendors').
-TP_PRIVATE_LIBS=`echo "$TP_HWLOC_LIBS $LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
+dnl What a static libtp needs beside it, never the dlopen'd PMIx.
+TP_PRIVATE_LIBS=`echo "$LIBS -lpthread -ldl -lm" | sed 's/  */ /g; s/^ //; s/ $//'`
 AC_SUBST([TP_PRIVATE_LIBS])
 ])
 

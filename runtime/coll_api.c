@@ -34,7 +34,8 @@ static tp_status_t enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, size
         return cs->failed;
     }
     if (stream != NULL) {
-        tp_log(TP_LOG_ERROR, "coll", "%s: device streams are not supported yet (pass NULL for host memory)", fn);
+        tp_log(TP_LOG_ERROR, "coll",
+               "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
         return TP_ERR_UNSUPPORTED;
     }
     *es = tp_dtype_size(dtype);

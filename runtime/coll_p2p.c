@@ -15,7 +15,11 @@ static tp_status_t p2p_enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, 
                tp_status_string(cs->failed));
         return cs->failed;
     }
-    if (stream != NULL) return TP_ERR_UNSUPPORTED;
+    if (stream != NULL) {
+        tp_log(TP_LOG_ERROR, "coll",
+               "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
+        return TP_ERR_UNSUPPORTED;
+    }
     *es = tp_dtype_size(dtype);
     if (*es == 0 || count > SIZE_MAX / 2 / *es || (count > 0 && buf == NULL)) {
         tp_log(TP_LOG_ERROR, "coll", "%s: bad type %d, count %zu or buffer", fn, (int)dtype, count);

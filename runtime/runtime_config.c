@@ -40,7 +40,7 @@ const tp_config_entry_t tp_config_table[] = {
     {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
      "large collectives move in parts of this many bytes"},
     {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
-     "transports to use, in order (shm,tcp), or ^name to exclude; empty means all"},
+     "transports to use, comma-separated in order, or ^name to exclude; empty means all; this build has one: tcp"},
     {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
      "microseconds a waiting rank spins before it blocks in the kernel"},
     {"TP_IFNAME", "ifname", TP_CONFIG_STRING, TP_CONFIG_USER, "",
@@ -62,6 +62,8 @@ const tp_config_entry_t tp_config_table[] = {
      "tprun: how ranks start: local (fork), slurm (srun --mpi=pmix), or auto (slurm when SLURM_JOB_ID is set)"},
     {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",
      "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort"},
+    {"TP_ENV_CHECKED", "env_checked", TP_CONFIG_BOOL, TP_CONFIG_TPRUN, "0",
+     "set to 1 by tprun once it has warned about unknown TP_* names, so its ranks do not warn again"},
     {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
      "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT"},
 };
@@ -169,8 +171,10 @@ static tp_status_t check_transports(const char *text, char *err, size_t err_len)
             char known[128] = "";
             for (size_t j = 0, o = 0; j < tp_config_transports_len && o < sizeof(known); j++)
                 o += (size_t)snprintf(known + o, sizeof(known) - o, "%s%s", j ? ", " : "", tp_config_transports[j]);
-            snprintf(err, err_len, "TP_TRANSPORTS: unknown transport \"%.*s\" in \"%s\" (known: %s)", (int)(l - skip),
-                     p + skip, text, known);
+            char name[64], qname[TP_QUOTE_LEN], qtext[TP_QUOTE_LEN];
+            snprintf(name, sizeof(name), "%.*s", (int)(l - skip), p + skip);
+            snprintf(err, err_len, "TP_TRANSPORTS: unknown transport \"%s\" in \"%s\" (known: %s)",
+                     tp_quote(name, qname, sizeof(qname)), tp_quote(text, qtext, sizeof(qtext)), known);
             return TP_ERR_INVALID;
         }
         p += l + (p[l] == ',');
@@ -196,26 +200,25 @@ static tp_status_t check_value(const tp_config_entry_t *e, const char *text, cha
     return TP_OK;
 }
 
+/* The name of a TP_* entry of environ, or 0 when it is not one. */
+static int env_name(const char *entry, char *name, size_t len)
+{
+    const char *eq = strchr(entry, '=');
+    if (strncmp(entry, "TP_", 3) != 0 || eq == NULL) return 0;
+    size_t n = (size_t)(eq - entry);
+    if (n >= len) n = len - 1;
+    memcpy(name, entry, n);
+    name[n] = '\0';
+    return 1;
+}
+
 tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err_len)
 {
     tp_status_t first = TP_OK;
-    for (char *const *ep = environ_; ep != NULL && *ep != NULL; ep++) {
-        if (strncmp(*ep, "TP_", 3) != 0) continue;
-        const char *eq = strchr(*ep, '=');
-        if (eq == NULL) continue;
-        char name[128];
-        size_t n = (size_t)(eq - *ep);
-        if (n >= sizeof(name)) n = sizeof(name) - 1;
-        memcpy(name, *ep, n);
-        name[n] = '\0';
-        const tp_config_entry_t *e = tp_config_find_env(name);
-        if (e == NULL) {
-            char q[TP_QUOTE_LEN];
-            tp_log(TP_LOG_WARN, "config", "unknown variable %s ignored (tprun --info lists them all)",
-                   tp_quote(name, q, sizeof(q)));
-            continue;
-        }
-        if (first == TP_OK) first = check_value(e, eq + 1, err, err_len);
+    char name[128];
+    for (char *const *ep = environ_; ep != NULL && *ep != NULL && first == TP_OK; ep++) {
+        const tp_config_entry_t *e = env_name(*ep, name, sizeof(name)) ? tp_config_find_env(name) : NULL;
+        if (e != NULL) first = check_value(e, strchr(*ep, '=') + 1, err, err_len);
     }
     if (first == TP_OK) {
         const char *level = tp_config_value("TP_LOG_LEVEL");
@@ -229,6 +232,31 @@ tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err
     return first;
 }
 
+int tp_config_unknown(char *const *environ_, char *out, size_t len)
+{
+    int count = 0;
+    size_t off = 0;
+    char name[128], q[TP_QUOTE_LEN];
+    if (len > 0) out[0] = '\0';
+    for (char *const *ep = environ_; ep != NULL && *ep != NULL; ep++) {
+        if (!env_name(*ep, name, sizeof(name)) || tp_config_find_env(name) != NULL) continue;
+        count++;
+        /* A name is any bytes up to '=': quoted, so a warning stays one line of text. */
+        if (off < len)
+            off += (size_t)snprintf(out + off, len - off, "%s%s", off > 0 ? ", " : "", tp_quote(name, q, sizeof(q)));
+    }
+    return count;
+}
+
+void tp_config_warn_unknown(char *const *environ_)
+{
+    char names[512];
+    int n = tp_config_unknown(environ_, names, sizeof(names));
+    if (n > 0)
+        tp_log(TP_LOG_WARN, "config", "unknown variable%s %s ignored (tprun --info lists them all)", n > 1 ? "s" : "",
+               names);
+}
+
 void tp_config_print(int fd)
 {
     dprintf(fd, "%-22s %-8s %-10s %s\n", "variable", "default", "current", "meaning");
@@ -239,4 +267,7 @@ void tp_config_print(int fd)
         dprintf(fd, "%-22s %-8s %-10s %s%s\n", e->env, e->default_value ? (e->default_value[0] ? e->default_value : "\"\"") : "-",
                 cur ? cur : "-", (e->flags & TP_CONFIG_AGREE) ? "[agreed] " : "", e->help);
     }
+    char names[1024];
+    if (tp_config_unknown(environ, names, sizeof(names)) > 0)
+        dprintf(fd, "\nunknown, set in this environment and ignored: %s\n", names);
 }

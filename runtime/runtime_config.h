@@ -20,7 +20,7 @@ enum {
     TP_CONFIG_USER = 1u << 0,
     TP_CONFIG_LAUNCHER = 1u << 1,
     TP_CONFIG_AGREE = 1u << 2, /* must be equal on every rank: compared by the settings agreement */
-    TP_CONFIG_TPRUN = 1u << 3, /* read by tprun itself */
+    TP_CONFIG_TPRUN = 1u << 3, /* read by tprun itself; without TP_CONFIG_USER, set by tprun for its ranks */
 };
 
 typedef struct tp_config_entry {
@@ -56,10 +56,14 @@ extern const size_t tp_config_transports_len;
 /* The environment's value of an entry, else its default (NULL when neither). */
 const char *tp_config_value(const char *env);
 
-/* Checks every TP_* variable in environ: bad values are errors (first one into err), unknown names warnings. */
+/* Checks every known TP_* variable in environ: the first bad value is the error written into err. */
 tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err_len);
+/* Writes the TP_* names in environ that the table does not hold into out, comma-separated; returns how many. */
+int tp_config_unknown(char *const *environ_, char *out, size_t len);
+/* One warning naming every unknown TP_* variable in environ, so a typo does not go unnoticed. */
+void tp_config_warn_unknown(char *const *environ_);
 
-/* Writes the table (variable, default, current value, help) to fd, as tprun --info shows it. */
+/* Writes the table (variable, default, current value, help), then any unknown TP_* names set, to fd (tprun --info). */
 void tp_config_print(int fd);
 
 #endif

@@ -214,10 +214,14 @@ tp_status_t tp_world_from_env(tp_world_t *w)
     memset(w, 0, sizeof(*w));
     w->local_rank = w->local_size = w->node_rank = -1;
     w->boot_listen_fd = w->boot_fd = -1;
-    if (tp_config_check_environ(environ, err, sizeof(err)) != TP_OK) {
+    int checked = 0;
+    if (tp_config_check_environ(environ, err, sizeof(err)) != TP_OK ||
+        tp_config_parse_bool("TP_ENV_CHECKED", tp_config_value("TP_ENV_CHECKED"), &checked, err, sizeof(err)) !=
+            TP_OK) {
         tp_log(TP_LOG_ERROR, "env", "%s", err);
         return TP_ERR_INVALID;
     }
+    if (!checked) tp_config_warn_unknown(environ); /* tprun has warned once for the whole job */
     tp_log_set_level((tp_log_level_t)tp_log_level_parse(tp_config_value("TP_LOG_LEVEL")));
     tp_status_t s = read_settings(w);
     if (s != TP_OK) return s;

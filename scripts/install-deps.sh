@@ -1,11 +1,11 @@
 #!/bin/sh
-# Installs every Debian 12 package that building and testing tprun needs; does nothing when all are present.
+# Installs every Debian 12 package that building, testing and benchmarking tprun need; does nothing when all are present.
 set -eu
 
 PACKAGES="
 build-essential autoconf automake libtool pkg-config
-libhwloc-dev libpmix-dev libibverbs-dev
-openmpi-bin libopenmpi-dev mpich
+libpmix-dev
+openmpi-bin libopenmpi-dev mpich libmpich-dev
 hyperfine iproute2 openssh-server openssh-client procps python3 groff-base
 slurm-wlm munge
 "

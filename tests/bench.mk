@@ -40,3 +40,6 @@ tests/bench/mpi_spin_mpich: $(srcdir)/tests/bench/mpi_spin.c
 # Everything the launch and fail-fast scripts run: tprun, bench_rank, the drivers and the MPI peers.
 bench: all $(bench_mpi_binaries)
 .PHONY: bench
+# tp-bench's command line (no timing: the benchmarks themselves never run in make check).
+TESTS += tests/bench_args.sh
+EXTRA_DIST += tests/bench_args.sh

@@ -3,7 +3,8 @@
  * desync-barrier: the last rank calls something else (in the last two, with another algorithm: dissemination
  * against every peer at once) and every rank must fail with TP_ERR_DESYNC. kill: the last rank SIGKILLs itself mid-call and the
  * others must fail with TP_ERR_PEER_FAILED (or be ended by the fate path). garbage|oversize: rank 1 writes a forged
- * frame on its real data connection to rank 0, which must refuse it with TP_ERR_PROTOCOL.
+ * frame on its real data connection to rank 0, which must refuse it with TP_ERR_PROTOCOL. stream: every call with a
+ * non-NULL stream fails with TP_ERR_UNSUPPORTED, and the comm still works.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -63,8 +64,8 @@ int main(int argc, char **argv)
     float a[1024] = {0}, b[8192]; /* an all_gather of 1024 at up to 8 ranks */
     double d[1024] = {0};
     if (strcmp(mode, "desync-coll") == 0) {
-        tp_status_t s = last ? tp_all_gather(w, a, b, 1024, TP_F32, NULL)
-                             : tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
+        tp_status_t s =
+            last ? tp_all_gather(w, a, b, 1024, TP_F32, NULL) : tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
         bad = expect(me, mode, s, TP_ERR_DESYNC);
     } else if (strcmp(mode, "desync-count") == 0) {
         bad = expect(me, mode, tp_all_reduce(w, a, b, last ? 1000 : 1024, TP_F32, TP_SUM, NULL), TP_ERR_DESYNC);
@@ -119,8 +120,7 @@ int main(int argc, char **argv)
             if (strcmp(mode, "garbage") == 0) {
                 for (size_t i = 0; i < sizeof(h); i++) h[i] = (uint8_t)(i * 37 + 11);
             } else { /* this call's own identity, with a size no part can have */
-                tp_frame_id_t id = {.coll = TP_COLL_BARRIER, .dtype = TP_BYTES, .comm_id = w->comm_id,
-                                    .seq = w->seq};
+                tp_frame_id_t id = {.coll = TP_COLL_BARRIER, .dtype = TP_BYTES, .comm_id = w->comm_id, .seq = w->seq};
                 tp_frame_pack(h, &id, 0);
                 tp_frame_set_part(h, 0, 0x7ffffff0u);
             }
@@ -129,6 +129,26 @@ int main(int argc, char **argv)
         } else if (me == 0) {
             bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);
         }
+    } else if (strcmp(mode, "stream") == 0) { /* every call refuses a non-NULL stream; the comm stays usable */
+        tp_stream_t *st = (tp_stream_t *)a;
+        int peer = (me + 1) % n;
+        size_t cnt[8] = {4, 4, 4, 4, 4, 4, 4, 4};
+        static const char *const names[] = {"tp_broadcast",  "tp_all_gather",     "tp_all_gatherv",
+                                            "tp_all_reduce", "tp_reduce_scatter", "tp_all_to_all",
+                                            "tp_send",       "tp_recv",           "tp_exchange"};
+        for (int i = 0; i < 9; i++) { /* each checked at once: tp_last_error is the latest call's */
+            tp_status_t got = i == 0   ? tp_broadcast(w, a, 4, TP_F32, 0, st)
+                              : i == 1 ? tp_all_gather(w, a, b, 4, TP_F32, st)
+                              : i == 2 ? tp_all_gatherv(w, a, b, cnt, TP_F32, st)
+                              : i == 3 ? tp_all_reduce(w, a, b, 4, TP_F32, TP_SUM, st)
+                              : i == 4 ? tp_reduce_scatter(w, b, a, 4, TP_F32, TP_SUM, st)
+                              : i == 5 ? tp_all_to_all(w, b, b + 4096, 4, TP_F32, st)
+                              : i == 6 ? tp_send(w, a, 4, TP_F32, peer, st)
+                              : i == 7 ? tp_recv(w, a, 4, TP_F32, peer, st)
+                                       : tp_exchange(w, a, b, 4, TP_F32, peer, st);
+            bad |= expect(me, names[i], got, TP_ERR_UNSUPPORTED);
+        }
+        bad |= expect(me, "stream then NULL", tp_all_reduce(w, a, b, 4, TP_F32, TP_SUM, NULL), TP_OK);
     } else {
         return 2;
     }

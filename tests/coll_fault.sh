@@ -39,4 +39,14 @@ for mode in garbage oversize; do
         echo "ok: $mode: refused"
     else fail "$mode: not refused as a protocol violation"; echo "$out" | tail -8; fi
 done
+out=$(timeout 30 "$TPRUN" -n 2 $PROG stream 2>&1)
+# each call's refusal names that call (its own error, not an earlier call's)
+got=0
+for call in tp_broadcast tp_all_gather tp_all_gatherv tp_all_reduce tp_reduce_scatter tp_all_to_all tp_send tp_recv \
+    tp_exchange; do
+    got=$((got + $(echo "$out" | grep -c "^rank [01]: $call: not supported: $call: stream must be NULL: this libtp has no device streams")))
+done
+if [ "$got" = 18 ] && [ "$(echo "$out" | grep -c '^rank [01]: stream then NULL: success$')" = 2 ]; then
+    echo "ok: stream: all 9 calls refuse a non-NULL stream on both ranks, and the comm still works"
+else fail "stream: $got of 18 refusals"; echo "$out" | tail -8; fi
 [ "$fails" -eq 0 ]

@@ -22,8 +22,10 @@ int main(void)
     printf("|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < tp_config_table_len; i++) {
         const tp_config_entry_t *e = &tp_config_table[i];
-        const char *who = (e->flags & TP_CONFIG_LAUNCHER) ? "launcher" : (e->flags & TP_CONFIG_TPRUN) ? "user (tprun)"
-                                                                                                     : "user";
+        const char *who = (e->flags & TP_CONFIG_LAUNCHER) ? "launcher"
+                          : !(e->flags & TP_CONFIG_USER)  ? "tprun"
+                          : (e->flags & TP_CONFIG_TPRUN)  ? "user (tprun)"
+                                                          : "user";
         const char *def = e->default_value == NULL ? "unset" : e->default_value[0] ? e->default_value : "empty";
         printf("| `%s` | %s | %s | %s | %s | %s |\n", e->env, who, kind_name(e->kind), def,
                (e->flags & TP_CONFIG_AGREE) ? "yes" : "", e->help);

@@ -20,8 +20,8 @@ check_PROGRAMS += tests/config_doc
 tests_config_doc_SOURCES = tests/config_doc.c
 tests_config_doc_LDADD = libtp.la
 tests_config_doc_LDFLAGS = -no-install
-TESTS += tests/config_doc.sh
-EXTRA_DIST += tests/config_doc.sh
+TESTS += tests/config_doc.sh tests/runtime_unknown_env.sh
+EXTRA_DIST += tests/config_doc.sh tests/runtime_unknown_env.sh
 
 # Rewrites the table in docs/ENVIRONMENT.md from the configuration table in the code.
 update-env-doc: tests/config_doc

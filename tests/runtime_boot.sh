@@ -37,7 +37,8 @@ if [ -x "$TPRUN" ]; then
             fail "tprun -n 3 $hosts --report-bindings: status $st: $out"
     done
     out=$(timeout 30 "$TPRUN" -n 4 ./examples/tp_hello 2>&1)
-    [ $? -eq 0 ] && echo "$out" | grep -q "4 ranks" && pass "tp_hello under tprun" || fail "tp_hello: $out"
+    [ $? -eq 0 ] && [ "$(echo "$out" | tail -n 1)" = "tp_hello: 4 ranks: bootstrap, settings agreement, rank table and collective finalize: PASS" ] &&
+        pass "tp_hello under tprun" || fail "tp_hello: $out"
 else
     echo "skip: no tprun built"
 fi

@@ -3,8 +3,14 @@
 #define BENCH_SCHEDULE_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static const char *const op_names[] = {"allreduce", "allgather", "reduce_scatter", "bcast", "sendrecv", "alltoall"};
+enum { BENCH_OPS = 6, BENCH_MAX_ITERS = 500 };
+static const char *const op_names[BENCH_OPS] = {"allreduce", "allgather", "reduce_scatter",
+                                                "bcast",     "sendrecv",  "alltoall"};
+#define BENCH_DEFAULT_OPS "allreduce,allgather,reduce_scatter,bcast,sendrecv"
 
 /* Iterations per size: 500 up to 1 MiB, then fewer so a 64 MiB row stays seconds long. */
 static inline int iterations_for(size_t bytes)
@@ -20,6 +26,102 @@ static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+typedef struct bench_opts {
+    int json, help;
+    int iters;        /* timed calls per size; 0: iterations_for */
+    size_t max_bytes; /* sizes run 16, 64, 256, ... up to this */
+    unsigned ops;     /* bit i: op_names[i] */
+    const char *impl; /* the MPI twin's name in its JSON rows */
+} bench_opts_t;
+
+static inline void bench_usage(FILE *f, const char *prog, int with_impl)
+{
+    fprintf(f,
+            "usage: %s [--json] [--ops LIST] [--max-bytes N] [--iters N]%s\n"
+            "  --ops LIST     comma-separated, from allreduce,allgather,reduce_scatter,bcast,sendrecv,alltoall\n"
+            "                 (default " BENCH_DEFAULT_OPS ")\n"
+            "  --max-bytes N  largest size per rank in bytes, 16 to 1073741824; sizes run 16, 64, 256, ... (default "
+            "67108864)\n"
+            "  --iters N      timed calls per size, 1 to %d (default 500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 "
+            "above)\n"
+            "  --json         one JSON object per size instead of the table\n%s",
+            prog, with_impl ? " [--impl NAME]" : "", BENCH_MAX_ITERS,
+            with_impl ? "  --impl NAME    the name in the JSON rows (default mpi)\n" : "");
+}
+
+/* A decimal integer in [lo, hi], digits only. */
+static inline int bench_parse_count(const char *text, unsigned long long lo, unsigned long long hi,
+                                    unsigned long long *out)
+{
+    char *end;
+    if (text[0] < '0' || text[0] > '9') return -1;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end != '\0' || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static inline int bench_parse_ops(const char *list, unsigned *out)
+{
+    unsigned ops = 0;
+    for (const char *p = list; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        int found = -1;
+        for (int i = 0; i < BENCH_OPS; i++)
+            if (strlen(op_names[i]) == len && strncmp(op_names[i], p, len) == 0) found = i;
+        if (found < 0) return -1;
+        ops |= 1u << found;
+        p += len + (p[len] == ',');
+    }
+    *out = ops;
+    return ops != 0 ? 0 : -1;
+}
+
+/* Parses both programs' options (--impl only when with_impl); on error writes one line naming the option. */
+static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_opts_t *o, char *err, size_t len)
+{
+    *o = (bench_opts_t){.max_bytes = (size_t)64 << 20, .impl = "mpi"};
+    bench_parse_ops(BENCH_DEFAULT_OPS, &o->ops);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        unsigned long long n;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            o->help = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--ops") == 0 || strcmp(a, "--max-bytes") == 0 || strcmp(a, "--iters") == 0 ||
+                   (with_impl && strcmp(a, "--impl") == 0)) {
+            if (v == NULL) return snprintf(err, len, "%s: needs a value (--help lists the options)", a), -1;
+            i++;
+            if (strcmp(a, "--impl") == 0) {
+                o->impl = v;
+            } else if (strcmp(a, "--ops") == 0) {
+                if (bench_parse_ops(v, &o->ops) != 0)
+                    return snprintf(err, len,
+                                    "--ops: expected a comma-separated list of allreduce, allgather, "
+                                    "reduce_scatter, bcast, sendrecv, alltoall, got \"%s\"",
+                                    v),
+                           -1;
+            } else if (strcmp(a, "--max-bytes") == 0) {
+                if (bench_parse_count(v, 16, (unsigned long long)1 << 30, &n) != 0)
+                    return snprintf(err, len, "--max-bytes: expected a byte count from 16 to 1073741824, got \"%s\"",
+                                    v),
+                           -1;
+                o->max_bytes = (size_t)n;
+            } else {
+                if (bench_parse_count(v, 1, BENCH_MAX_ITERS, &n) != 0)
+                    return snprintf(err, len, "--iters: expected an integer from 1 to %d, got \"%s\"", BENCH_MAX_ITERS,
+                                    v),
+                           -1;
+                o->iters = (int)n;
+            }
+        } else {
+            return snprintf(err, len, "unknown option \"%s\" (--help lists the options)", a), -1;
+        }
+    }
+    return 0;
 }
 
 #endif

@@ -1,18 +1,22 @@
 #!/bin/bash
 # coll_bench.sh: tp-bench under tprun and the same loop with Open MPI (forced to TCP over loopback) and MPICH, for
 # 2, 3 and 4 ranks; prints one table per world with our ratio to each. Not run by make check.
-#   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--max-bytes N] [--ops LIST] [--json]
-# TPRUN and BENCH_PROG name the programs (default: ./tprun and ./tp-bench in the build directory).
+#   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--max-bytes N] [--ops LIST] [--iters N] [--json]
+# TPRUN and BENCH_PROG name the programs (default: ./tprun and ./tp-bench in the build directory). A peer that
+# cannot be built or fails to run stops the script with its own messages.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 TPRUN=${TPRUN:-./tprun}
 BENCH_PROG=${BENCH_PROG:-./tp-bench}
-ranks="2 3 4" max=$((64 << 20)) ops="allreduce,allgather,reduce_scatter,bcast,sendrecv" json=0
+ranks="2 3 4" opts=() json=0
+die() {
+    echo "coll_bench.sh: $*" >&2
+    exit 1
+}
 while [ $# -gt 0 ]; do
     case $1 in
-    --ranks) ranks=$2; shift ;;
-    --max-bytes) max=$2; shift ;;
-    --ops) ops=$2; shift ;;
+    --ranks) ranks=${2-}; shift ;;
+    --max-bytes | --ops | --iters) [ $# -ge 2 ] || die "$1 needs a value"; opts+=("$1" "$2"); shift ;;
     --json) json=1 ;;
     *) echo "coll_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -22,20 +26,26 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/coll-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
 for cc in mpicc.openmpi mpicc.mpich; do
-    command -v $cc >/dev/null && $cc -O2 -o "$work/${cc#mpicc.}_bench" "$here/mpi_coll_bench.c" 2>/dev/null || true
+    command -v $cc >/dev/null || die "$cc not found: run scripts/install-deps.sh (libopenmpi-dev, mpich, libmpich-dev)"
+    $cc -O2 -o "$work/${cc#mpicc.}_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err" ||
+        die "$cc cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
 done
+# Runs one MPI peer; a failure stops the script with the peer's own last messages.
+run_peer() {
+    local name=$1 n=$2
+    shift 2
+    "$@" >>"$results" 2>"$work/peer.err" || die "$name failed at $n ranks (status $?): $(tail -n 5 "$work/peer.err")"
+}
 results=$work/results.jsonl
 for n in $ranks; do
-    "$TPRUN" -n "$n" "$BENCH_PROG" --json --ops "$ops" --max-bytes "$max" >>"$results"
-    if [ -x "$work/openmpi_bench" ]; then
-        mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 \
-            --mca btl_tcp_if_include lo -n "$n" "$work/openmpi_bench" --impl ompi-tcp --ops "$ops" \
-            --max-bytes "$max" >>"$results" 2>/dev/null || echo "coll_bench.sh: Open MPI failed at $n ranks" >&2
-    fi
+    "$TPRUN" -n "$n" "$BENCH_PROG" --json "${opts[@]}" >>"$results"
+    run_peer "Open MPI" "$n" mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 \
+        --mca btl_tcp_if_include lo -n "$n" "$work/openmpi_bench" --impl ompi-tcp "${opts[@]}"
     # MPICH only spins: oversubscribed it takes milliseconds per call, so it runs where each rank has a core
-    if [ -x "$work/mpich_bench" ] && [ "$n" -le "$cores" ]; then
-        mpiexec.hydra -n "$n" "$work/mpich_bench" --impl mpich --ops "$ops" --max-bytes "$max" >>"$results" \
-            2>/dev/null || echo "coll_bench.sh: MPICH failed at $n ranks" >&2
+    if [ "$n" -le "$cores" ]; then
+        run_peer MPICH "$n" mpiexec.hydra -n "$n" "$work/mpich_bench" --impl mpich "${opts[@]}"
+    else
+        echo "coll_bench.sh: MPICH not run at $n ranks: this host has $cores cores (MPICH spins)" >&2
     fi
 done
 if [ "$json" = 1 ]; then cat "$results"; exit 0; fi
@@ -55,7 +65,7 @@ for n in sorted({k[0] for k in by}):
     print("|---|---:|---:|---:|---:|---:|---:|")
     for k in sorted((k for k in by if k[0] == n), key=lambda k: (k[1], k[2])):
         d, t = by[k], by[k].get("tprun")
-        cell = lambda r: "%.1f / %.1f" % (r["p50_us"], r["p90_us"]) if r else "-"
+        cell = lambda r: "%.1f / %.1f" % (r["p50_us"], r["p90_us"]) if r else "not run"
         ratio = lambda r: "%.2f" % (t["p50_us"] / r["p50_us"]) if r and t else "-"
         o, m = d.get("ompi-tcp"), d.get("mpich")
         print("| %s | %s | %s | %s | %s | %s | %s |" % (k[1], size(k[2]), cell(t), cell(o), ratio(o), cell(m), ratio(m)))

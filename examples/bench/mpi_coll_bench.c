@@ -24,26 +24,32 @@ static void one_call(int op, float *send, float *recv, size_t bytes, int me, int
 
 int main(int argc, char **argv)
 {
-    const char *impl = "mpi", *ops = "allreduce,allgather,reduce_scatter,bcast,sendrecv";
-    size_t max_bytes = (size_t)64 << 20;
+    bench_opts_t o;
+    char err[256];
     MPI_Init(&argc, &argv);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--impl") == 0 && i + 1 < argc) impl = argv[++i];
-        else if (strcmp(argv[i], "--ops") == 0 && i + 1 < argc) ops = argv[++i];
-        else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) max_bytes = strtoull(argv[++i], NULL, 0);
-    }
     int me, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    size_t cap = max_bytes * (size_t)n + 64;
+    int bad = bench_parse_args(argc, argv, 1, &o, err, sizeof(err)) != 0;
+    if (bad || o.help) {
+        if (bad) fprintf(stderr, "mpi_coll_bench: %s\n", err);
+        else if (me == 0) bench_usage(stdout, "mpi_coll_bench", 1);
+        MPI_Finalize();
+        return bad ? 2 : 0;
+    }
+    size_t cap = o.max_bytes * (size_t)n + 64;
     float *send = malloc(cap), *recv = malloc(cap);
-    double t[500], tmax[500];
+    double t[BENCH_MAX_ITERS], tmax[BENCH_MAX_ITERS];
+    if (send == NULL || recv == NULL) {
+        fprintf(stderr, "mpi_coll_bench: rank %d: out of memory for 2 x %zu bytes (lower --max-bytes)\n", me, cap);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (size_t i = 0; i < cap / 4; i++) send[i] = (float)(i % 1000) * 0.5f, recv[i] = 0;
-    for (int op = 0; op < 6; op++) {
-        if (strstr(ops, op_names[op]) == NULL) continue;
-        for (size_t bytes = 16; bytes <= max_bytes; bytes *= 4) {
+    for (int op = 0; op < BENCH_OPS; op++) {
+        if (!(o.ops & (1u << op))) continue;
+        for (size_t bytes = 16; bytes <= o.max_bytes; bytes *= 4) {
             if (op == 5 && bytes < (size_t)4 * n) continue;
-            int iters = iterations_for(bytes);
+            int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
             for (int i = -5; i < iters; i++) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
@@ -54,8 +60,8 @@ int main(int argc, char **argv)
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
             if (me == 0)
                 printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f}\n", impl, n, op_names[op], bytes, iters, tmax[iters / 2],
-                       tmax[(iters * 9) / 10]);
+                       "\"p90_us\":%.2f}\n",
+                       o.impl, n, op_names[op], bytes, iters, tmax[iters / 2], tmax[(iters * 9) / 10]);
             fflush(stdout);
         }
     }

@@ -1,0 +1,37 @@
+#!/bin/sh
+# tp-bench's options: --help is usage on stdout and exit 0; a bad option or value is one line naming it and exit 2;
+# the table's header and rows say how many calls --iters asked for.
+. "$(dirname "$0")/launcher_lib.sh"
+BENCH="$builddir/tp-bench"
+[ -x "$BENCH" ] || { echo "missing $BENCH (run from the build directory)"; exit 99; }
+
+"$BENCH" --help >"$T/out" 2>"$T/err"
+expect_eq "--help status" "$?" 0
+grep -q '^usage: tp-bench ' "$T/out" || fail "--help: no usage on stdout: $(head -n 2 "$T/out")"
+[ -s "$T/err" ] && fail "--help wrote to stderr: $(cat "$T/err")"
+
+bad() { # bad ARGS... -- the one-line message expected on stderr
+    want=$(eval "echo \"\${$#}\"")
+    args=
+    while [ $# -gt 1 ]; do args="$args $1"; shift; done
+    # shellcheck disable=SC2086
+    "$BENCH" $args >"$T/out" 2>"$T/err"
+    st=$?
+    expect_eq "tp-bench$args: status" "$st" 2
+    expect_eq "tp-bench$args: message" "$(cat "$T/err")" "$want"
+    [ -s "$T/out" ] && fail "tp-bench$args wrote to stdout: $(cat "$T/out")"
+}
+bad --iters 0 'tp-bench: --iters: expected an integer from 1 to 500, got "0"'
+bad --iters 501 'tp-bench: --iters: expected an integer from 1 to 500, got "501"'
+bad --iters 'tp-bench: --iters: needs a value (--help lists the options)'
+bad --max-bytes 4M 'tp-bench: --max-bytes: expected a byte count from 16 to 1073741824, got "4M"'
+bad --ops allreduce,all_reduce 'tp-bench: --ops: expected a comma-separated list of allreduce, allgather, reduce_scatter, bcast, sendrecv, alltoall, got "allreduce,all_reduce"'
+bad --bogus 'tp-bench: unknown option "--bogus" (--help lists the options)'
+
+"$TPRUN" -n 2 "$BENCH" --ops bcast --max-bytes 64 --iters 3 >"$T/out" 2>"$T/err"
+expect_eq "tprun -n 2 tp-bench --iters 3: status" "$?" 0
+grep -q '^tp-bench: 2 ranks, .*back-to-back calls (3 per size)' "$T/out" ||
+    fail "the header does not say 3 calls per size: $(head -n 1 "$T/out")"
+rows=$(grep -c '^bcast  *[0-9][0-9]*  *3 ' "$T/out")
+expect_eq "rows of bcast with 3 calls (16 and 64 bytes)" "$rows" 2
+finish
