@@ -20,7 +20,12 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/launcher_test.XXXXXX")
 # Whatever a failed check left running (the pids the tests keep in these variables) is killed on exit.
 tp= pids= kids= keeper=
 cleanup() {
-    for p in $tp $pids $kids $keeper; do alive "$p" && kill -KILL "$p" 2>/dev/null; done
+    # Only this test's kinds of process: a pid that already ended may be another process's by now.
+    for p in $tp $pids $kids $keeper; do
+        c=
+        read -r c 2>/dev/null <"/proc/$p/comm"
+        case $c in tprun | tprun-keeper | launcher_rank) alive "$p" && kill -KILL "$p" 2>/dev/null ;; esac
+    done
     rm -rf "$T"
 }
 trap cleanup EXIT

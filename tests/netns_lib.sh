@@ -45,7 +45,8 @@ netns_teardown() {
     local p ns all
     # Disowned first: bash would print a "Killed" notice for each job of its that a signal ends.
     for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do disown "$p" 2>/dev/null; done
-    all="${TEST_PIDS[*]} ${SSHD_PIDS[*]} $(for ns in $NS_A $NS_B $NS_C; do ip netns pids "$ns" 2>/dev/null; done)"
+    all=$(for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do own_child "$p" && echo "$p"; done)
+    all="$all $(for ns in $NS_A $NS_B $NS_C; do ip netns pids "$ns" 2>/dev/null; done)"
     # SIGTERM first: a login shell of the hosts' ssh sessions may hold a lock of the machine's own (pyenv's
     # rehash lock in root's .bashrc) that only its exit trap removes; SIGKILL for what is left after 2 s.
     for p in $all; do kill -TERM "$p" 2>/dev/null; done
@@ -65,6 +66,7 @@ netns_teardown() {
     for br in $BRIDGES; do ip link del "$br" 2>/dev/null; done
     # Test-only polling: a disowned job cannot be waited for; a zombie counts as dead.
     for p in $all; do
+        own_child "$p" || continue
         for _ in $(seq 1 100); do alive "$p" || break; sleep 0.05; done
     done
     rm -rf "$D"

@@ -16,3 +16,12 @@ any_alive() {
     for p in "$@"; do alive "$p" && return 0; done
     return 1
 }
+
+# own_child PID: a live child of this shell. A pid it started and already reaped may belong to any process by
+# now (pids wrap at 32768 within minutes on a busy machine), so cleanups signal only what this passes.
+own_child() {
+    local stat
+    read -r stat 2>/dev/null <"/proc/$1/stat" || return 1
+    set -- ${stat##*) }
+    [ "$1" != Z ] && [ "$1" != X ] && [ "$2" = "$$" ]
+}

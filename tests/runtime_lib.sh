@@ -12,7 +12,7 @@ fails=0
 cleanup() {
     local p
     for p in "${STARTED_PIDS[@]}"; do
-        alive "$p" || continue
+        own_child "$p" || continue
         disown "$p" 2>/dev/null # else bash prints a "Killed" notice for it
         kill -9 -- "-$p" 2>/dev/null # a timeout leads its own process group: the program under it too
         kill -9 "$p" 2>/dev/null
