@@ -46,7 +46,7 @@ wait
     fail "TP_BOOT_ADDR fallback: status $st: $(cat "$TEST_DIR/a1.out" "$TEST_DIR/a1.err")"
 out=$(tp_env 1 127.0.0.1:$port,127.0.0.1:x 2>&1)
 st=$?
-[ $st != 0 ] && echo "$out" | grep -q 'TP_BOOT_ADDR: expected host:port, got "127.0.0.1:x"' &&
+[ $st != 0 ] && echo "$out" | grep -qF 'TP_BOOT_ADDR: expected host:port[,host:port...] with ports 1-65535, got "127.0.0.1:'"$port"',127.0.0.1:x" (entry 2 has a port that is not digits)' &&
     pass "a malformed second TP_BOOT_ADDR entry is refused by name" || fail "bad TP_BOOT_ADDR entry: status $st: $out"
 
 if [ -x "$TPRUN" ]; then
