@@ -21,8 +21,11 @@
 #include "tprun_pmix.h"
 #include "tprun_summary.h"
 
-/* The per-rank variables: at most this many on top of the inherited environment and -x. */
-#define TPRUN_RANK_VARS 16
+/*
+ * The per-rank variables on top of the inherited environment and -x: 9 TP_* (TP_BOOT_FD on one rank), TP_HOST,
+ * TP_REPORT_BINDINGS and the 6 torchrun variables.
+ */
+#define TPRUN_RANK_VARS 17
 /* Room for one per-rank or shared "NAME=value" string (the job id aside). */
 #define TPRUN_VAR_LEN 64
 #define TPRUN_BOOT_ADDRS_MAX 16 /* addresses of rank 0's host in TP_BOOT_ADDR, at most */
