@@ -10,3 +10,4 @@ include tests/coll.mk
 include tests/pmix.mk
 include tests/bench.mk
 include tests/ssh.mk
+include tests/fuzz/fuzz.mk
