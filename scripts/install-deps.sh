@@ -8,6 +8,7 @@ libhwloc-dev libpmix-dev libibverbs-dev
 openmpi-bin libopenmpi-dev mpich
 hyperfine iproute2 openssh-server openssh-client procps python3
 slurm-wlm munge
+clang libclang-rt-14-dev
 "
 
 die() {

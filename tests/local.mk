@@ -11,3 +11,10 @@ include tests/pmix.mk
 include tests/bench.mk
 include tests/ssh.mk
 include tests/fuzz/fuzz.mk
+# Under ./configure --enable-sanitizers every report fails its test: ranks' deaths by signal stay signals (the
+# launcher tests check them), and the known harmless leaks are suppressed by name (tests/lsan.supp).
+if TP_SANITIZERS
+AM_TESTS_ENVIRONMENT += ASAN_OPTIONS=handle_segv=0:handle_sigbus=0:handle_sigfpe=0:detect_leaks=1; \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1; \
+	LSAN_OPTIONS=suppressions=$(abs_top_srcdir)/tests/lsan.supp; export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS;
+endif

@@ -72,7 +72,7 @@ FUZZ_REPLAYS = tests/fuzz/fuzz_record tests/fuzz/fuzz_boot tests/fuzz/fuzz_auth 
 	tests/fuzz/fuzz_tcp_recv tests/fuzz/fuzz_config tests/fuzz/fuzz_env tests/fuzz/fuzz_args tests/fuzz/fuzz_wire \
 	tests/fuzz/fuzz_fence tests/fuzz/fuzz_plan tests/fuzz/fuzz_agent_line
 TESTS += $(FUZZ_REPLAYS)
-EXTRA_DIST += tests/fuzz/corpus tests/fuzz/dict tests/fuzz/fuzz.sh
+EXTRA_DIST += tests/fuzz/corpus tests/fuzz/dict tests/fuzz/fuzz.sh tests/lsan.supp
 
 # make fuzz [FUZZ_SECONDS=N] [FUZZ_TARGETS="record plan"] [CC_FUZZ=clang]: N seconds of libFuzzer per harness on a
 # copy of its corpus (new inputs stay in tests/fuzz/out); fails naming the input of any crash, leak or hang.

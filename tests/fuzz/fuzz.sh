@@ -44,6 +44,10 @@ for lib in $(sed -n 's/^lib \([^ ]*\) .*/\1/p' "$manifest"); do
     ar rcs "$out/lib$lib.a" $objs || exit 1
 done
 
+# Sanitizer reports stop the run, with stacks; known harmless leaks are listed in tests/lsan.supp.
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$srcdir/tests/lsan.supp}
+export UBSAN_OPTIONS LSAN_OPTIONS
 failed=
 while read -r kind name lib sources; do
     [ "$kind" = harness ] || continue
