@@ -47,12 +47,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(ranks, 0, sizeof(ranks));
     memset(agent, 0, sizeof(agent));
     tprun_plan_t plan = {.np = np, .grace_s = 1};
-    tprun_job_t job = {.plan = &plan, .np = np, .world_size = np, .ranks = ranks, .boot_index = -1,
-                       .stdin_index = -1, .keeper = {.fd = -1}};
-    tprun_agents_t agents = {.a = agent, .n = 2, .stdin_agent = stdin_fwd ? 0 : -1, .stdin_state = stdin_fwd ? 1 : 0,
-                             .stdin_unacked = 1000};
-    tprun_loop_t L = {.job = &job, .plan = &plan, .agents = &agents, .epfd = -1, .sigfd = -1, .first_failure = -1,
-                      .held_rank = -1};
+    tprun_job_t job = {.plan = &plan,
+                       .np = np,
+                       .world_size = np,
+                       .ranks = ranks,
+                       .boot_index = -1,
+                       .stdin_index = -1,
+                       .keeper = {.fd = -1}};
+    tprun_agents_t agents = {
+        .a = agent, .n = 2, .stdin_agent = stdin_fwd ? 0 : -1, .stdin_state = stdin_fwd ? 1 : 0, .stdin_unacked = 1000};
+    tprun_loop_t L = {
+        .job = &job, .plan = &plan, .agents = &agents, .epfd = -1, .sigfd = -1, .first_failure = -1, .held_rank = -1};
     for (int r = 0; r < np; r++) {
         ranks[r].id = r;
         ranks[r].agent = r % 2;

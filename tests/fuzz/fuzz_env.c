@@ -7,10 +7,11 @@
 
 /* Every variable tp_world_from_env reads: the input may set any of them, and each input starts with none. */
 static const char *const names[] = {
-    "TP_RANK", "TP_WORLD_SIZE", "TP_LOCAL_RANK", "TP_LOCAL_WORLD_SIZE", "TP_NODE_RANK", "TP_JOB_KEY", "TP_BOOT_ADDR",
-    "TP_JOB_ID", "TP_BOOT_FD", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-    "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "TP_BOOT_TIMEOUT", "TP_BOOT_REPORT", "TP_HEARTBEAT_TIMEOUT",
-    "TP_PART_BYTES", "TP_SPIN_US", "TP_TRANSPORTS", "TP_LOG_LEVEL", "TP_IFNAME"};
+    "TP_RANK",       "TP_WORLD_SIZE", "TP_LOCAL_RANK",    "TP_LOCAL_WORLD_SIZE", "TP_NODE_RANK",
+    "TP_JOB_KEY",    "TP_BOOT_ADDR",  "TP_JOB_ID",        "TP_BOOT_FD",          "RANK",
+    "WORLD_SIZE",    "LOCAL_RANK",    "LOCAL_WORLD_SIZE", "GROUP_RANK",          "TORCHELASTIC_RUN_ID",
+    "MASTER_ADDR",   "MASTER_PORT",   "TP_BOOT_TIMEOUT",  "TP_BOOT_REPORT",      "TP_HEARTBEAT_TIMEOUT",
+    "TP_PART_BYTES", "TP_SPIN_US",    "TP_TRANSPORTS",    "TP_LOG_LEVEL",        "TP_IFNAME"};
 #define NUM_NAMES (sizeof(names) / sizeof(names[0]))
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

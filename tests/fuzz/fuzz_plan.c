@@ -15,7 +15,7 @@
 static int fuzz_in_fd = -1, fuzz_out_fd = -1;
 #undef STDIN_FILENO
 #undef STDOUT_FILENO
-#define STDIN_FILENO fuzz_in_fd
+#define STDIN_FILENO  fuzz_in_fd
 #define STDOUT_FILENO fuzz_out_fd
 
 /* The plan's variables, working directory and signals must not reach the fuzzing process. */
@@ -27,8 +27,8 @@ static int fuzz_setenv(const char *name, const char *value, int overwrite)
 static int fuzz_chdir(const char *path) { return path[0] == '\0' ? (errno = ENOENT, -1) : 0; }
 static int fuzz_kill(pid_t pid, int sig) { return (void)pid, (void)sig, 0; }
 #define setenv fuzz_setenv
-#define chdir fuzz_chdir
-#define kill fuzz_kill
+#define chdir  fuzz_chdir
+#define kill   fuzz_kill
 
 #include "../../launcher/tprun_agent.c"
 
@@ -70,8 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st != 0) goto out;
     FUZZ_ASSERT(A->job.np > 0 && A->job.ranks != NULL && A->plan.argv != NULL, "an applied plan without ranks");
     A->job.stdin_pipe[0] = A->job.stdin_pipe[1] = -1; /* no rank 0 was started to take stdin */
-    tprun_agent_pmix_plan("pmix", "0"); /* no PMIx server was started to take "p" commands */
-    fuzz_quiet_logs(); /* the plan set the log level */
+    tprun_agent_pmix_plan("pmix", "0");               /* no PMIx server was started to take "p" commands */
+    fuzz_quiet_logs();                                /* the plan set the log level */
     char *nl;
     while (A->channel.len > 0 && (nl = memchr(A->channel.buf, '\n', A->channel.len)) != NULL) {
         size_t l = (size_t)(nl - A->channel.buf) + 1;

@@ -23,7 +23,8 @@ static void check_round_trip(const tp_checkin_t *c)
     char why[256];
     FUZZ_ASSERT(tp_record_parse(&p, &back, why, sizeof(why)) == TP_OK, "a formatted record does not parse");
     FUZZ_ASSERT(*p == '\0', "a formatted record leaves bytes behind");
-    FUZZ_ASSERT(memcmp(&back.record, &c->record, sizeof(back.record)) == 0, "a record changed through format and parse");
+    FUZZ_ASSERT(memcmp(&back.record, &c->record, sizeof(back.record)) == 0,
+                "a record changed through format and parse");
     FUZZ_ASSERT(back.num_settings == c->num_settings, "settings lost through format and parse");
     for (int i = 0; i < c->num_settings; i++)
         FUZZ_ASSERT(strcmp(back.settings[i].key, c->settings[i].key) == 0 &&

@@ -7,7 +7,7 @@
 #include "tcp.h"
 
 #define MAX_RECVS 4
-#define MAX_LEN 16384
+#define MAX_LEN   16384
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -32,8 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 11) return 0;
     size_t part_bytes = 1 + ((size_t)data[0] | (size_t)data[1] << 8);
-    tp_frame_id_t id = {.coll = data[2], .dtype = data[3], .op = data[4], .root = data[5], .comm_id = data[6],
-                        .seq = data[7], .count = (uint64_t)data[8] | (uint64_t)data[9] << 8};
+    tp_frame_id_t id = {.coll = data[2],
+                        .dtype = data[3],
+                        .op = data[4],
+                        .root = data[5],
+                        .comm_id = data[6],
+                        .seq = data[7],
+                        .count = (uint64_t)data[8] | (uint64_t)data[9] << 8};
     int nrecv = 1 + data[10] % MAX_RECVS;
     size_t pos = 11;
     if (size < pos + 6 * (size_t)nrecv) return 0;
@@ -46,8 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conns[1].peer = 1;
     conns[1].rx = malloc(TCP_RX_BYTES);
     struct pollfd pfds[4];
-    tcp_state_t st = {.env = {.rank = 0, .size = 2, .part_bytes = part_bytes}, .listen_fd = -1, .conns = conns,
-                      .size = 2, .pfds = pfds};
+    tcp_state_t st = {.env = {.rank = 0, .size = 2, .part_bytes = part_bytes},
+                      .listen_fd = -1,
+                      .conns = conns,
+                      .size = 2,
+                      .pfds = pfds};
     tp_xfer_t x[MAX_RECVS];
     memset(x, 0, sizeof(x));
     int posted = 0;

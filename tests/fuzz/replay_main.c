@@ -10,9 +10,22 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
+/* Open file descriptors: a harness or the code under it that leaks one per input fails the replay. */
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (d == NULL) return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+static int fds_before;
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Feeds one file to the harness; returns 0, or 1 when it cannot be read. */
+/* Feeds one file to the harness; returns 0, or 1 when it cannot be read or leaves a descriptor open. */
 static int replay_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -47,6 +60,12 @@ static int replay_file(const char *path)
     free(buf);
     LLVMFuzzerTestOneInput(exact, len);
     free(exact);
+    int fds = count_fds();
+    if (fds != fds_before) {
+        fprintf(stderr, "replay: %s: %d file descriptors open after it, %d before\n", path, fds, fds_before);
+        fds_before = fds;
+        return 1;
+    }
     return 0;
 }
 
@@ -103,6 +122,7 @@ int main(int argc, char **argv)
         nlist = 1;
     }
     int failed = 0, count = 0;
+    fds_before = count_fds();
     for (int i = 0; i < nlist; i++) {
         int f = replay_dir(list[i], &count);
         if (f < 0) f = replay_file(list[i]), count++;
@@ -112,6 +132,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "replay: no inputs in %s (the committed corpus is missing)\n", list[0]);
         return 1;
     }
-    printf("replay: %d inputs, %d unreadable\n", count, failed);
+    printf("replay: %d inputs, %d failed (unreadable or leaving a descriptor open)\n", count, failed);
     return failed != 0;
 }
