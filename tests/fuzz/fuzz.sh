@@ -66,9 +66,16 @@ while read -r kind name lib sources; do
     cp "$srcdir/tests/fuzz/corpus/$name"/* "$work/corpus/" 2>/dev/null
     dict=
     [ -f "$srcdir/tests/fuzz/dict/$name.dict" ] && dict=-dict=$srcdir/tests/fuzz/dict/$name.dict
+    # Inputs may grow past the parsers' buffers (libFuzzer would otherwise stop at the largest seed): record lines
+    # of 2 KiB, the 64 KiB chunks in which the agent and tprun read their channels.
+    case $name in
+    plan | agent_line) max_len=262144 ;;
+    record | boot | args | config | env | fence) max_len=16384 ;;
+    *) max_len=4096 ;;
+    esac
     echo "make fuzz: $name for $seconds s (log: $work/fuzz.log)"
     # Its own output (the code under test logs) is closed: libFuzzer and the sanitizers report on their own fd.
-    if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 -print_final_stats=1 \
+    if "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 -print_final_stats=1 -max_len=$max_len -len_control=0 \
         -artifact_prefix="$work/artifacts/" $dict ${FUZZ_ARGS:-} "$work/corpus" > "$work/fuzz.log" 2>&1; then
         grep -E '^#[0-9]+.*(DONE|pulse)' "$work/fuzz.log" | tail -n 1
     else
