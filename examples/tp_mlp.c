@@ -181,6 +181,7 @@ int main(int argc, char **argv)
             printf("  output matches the rank-order reference bit for bit (%zu values)%s\n", cells,
                    all_bad ? "; another rank reports a mismatch" : "");
     }
+    free(mine), free(sum), free(ref), free(tmp), free(hmine), free(hsum);
     tp_finalize(w);
     return bad || all_bad ? 1 : 0;
 }
