@@ -183,6 +183,7 @@ int main(int argc, char **argv)
                "on every rank: %s\n",
                n, dtype, iters, cells, all_bad ? "FAIL" : "PASS");
     }
+    free(mine), free(sum), free(ref), free(tmp), free(hmine), free(hsum);
     tp_finalize(w);
     return bad || all_bad ? 1 : 0;
 }

@@ -77,80 +77,85 @@ int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op)
         else { if ((x) < (acc) || (x) != (x)) (acc) = (x); }                                                       \
     } while (0)
 
-static void reduce_f32(tp_op_t op, float *dst, const void *const *srcs, int n, size_t count)
+/* Block b of a buffer: user buffers may be misaligned, so elements are copied out, never loaded through a cast. */
+#define BLOCK_AT(ptr, b, size) ((const char *)(ptr) + (b) * (size))
+
+static void reduce_f32(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)
 {
-    float acc[BLOCK];
+    float acc[BLOCK], x[BLOCK];
     for (size_t b = 0; b < count; b += BLOCK) {
         size_t m = count - b < BLOCK ? count - b : BLOCK;
-        memcpy(acc, (const float *)srcs[0] + b, m * 4);
+        memcpy(acc, BLOCK_AT(srcs[0], b, 4), m * 4);
         for (int s = 1; s < n; s++) {
-            const float *x = (const float *)srcs[s] + b;
+            memcpy(x, BLOCK_AT(srcs[s], b, 4), m * 4);
             if (op == TP_SUM) {
                 for (size_t i = 0; i < m; i++) acc[i] += x[i];
             } else {
                 for (size_t i = 0; i < m; i++) FOLD_FLOAT(acc[i], x[i], op);
             }
         }
-        memcpy(dst + b, acc, m * 4);
+        memcpy((char *)dst + b * 4, acc, m * 4);
     }
 }
 
-static void reduce_f64(tp_op_t op, double *dst, const void *const *srcs, int n, size_t count)
+static void reduce_f64(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)
 {
-    double acc[BLOCK];
+    double acc[BLOCK], x[BLOCK];
     for (size_t b = 0; b < count; b += BLOCK) {
         size_t m = count - b < BLOCK ? count - b : BLOCK;
-        memcpy(acc, (const double *)srcs[0] + b, m * 8);
+        memcpy(acc, BLOCK_AT(srcs[0], b, 8), m * 8);
         for (int s = 1; s < n; s++) {
-            const double *x = (const double *)srcs[s] + b;
+            memcpy(x, BLOCK_AT(srcs[s], b, 8), m * 8);
             if (op == TP_SUM) {
                 for (size_t i = 0; i < m; i++) acc[i] += x[i];
             } else {
                 for (size_t i = 0; i < m; i++) FOLD_FLOAT(acc[i], x[i], op);
             }
         }
-        memcpy(dst + b, acc, m * 8);
+        memcpy((char *)dst + b * 8, acc, m * 8);
     }
 }
 
 /* bf16 and f16: accumulate in f32, round once. */
-static void reduce_half(tp_dtype_t dtype, tp_op_t op, uint16_t *dst, const void *const *srcs, int n, size_t count)
+static void reduce_half(tp_dtype_t dtype, tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)
 {
     float acc[BLOCK];
+    uint16_t x[BLOCK];
     float (*load)(uint16_t) = dtype == TP_BF16 ? tp_bf16_to_f32 : tp_f16_to_f32;
     uint16_t (*store)(float) = dtype == TP_BF16 ? tp_f32_to_bf16 : tp_f32_to_f16;
     for (size_t b = 0; b < count; b += BLOCK) {
         size_t m = count - b < BLOCK ? count - b : BLOCK;
-        const uint16_t *x0 = (const uint16_t *)srcs[0] + b;
-        for (size_t i = 0; i < m; i++) acc[i] = load(x0[i]);
+        memcpy(x, BLOCK_AT(srcs[0], b, 2), m * 2);
+        for (size_t i = 0; i < m; i++) acc[i] = load(x[i]);
         for (int s = 1; s < n; s++) {
-            const uint16_t *x = (const uint16_t *)srcs[s] + b;
+            memcpy(x, BLOCK_AT(srcs[s], b, 2), m * 2);
             for (size_t i = 0; i < m; i++) {
                 float v = load(x[i]);
                 FOLD_FLOAT(acc[i], v, op);
             }
         }
-        for (size_t i = 0; i < m; i++) dst[b + i] = store(acc[i]);
+        for (size_t i = 0; i < m; i++) x[i] = store(acc[i]);
+        memcpy((char *)dst + b * 2, x, m * 2);
     }
 }
 
 /* Integers: sums wrap (computed unsigned), max and min compare signed. */
 #define REDUCE_INT(name, T, UT)                                                                                    \
-    static void name(tp_op_t op, T *dst, const void *const *srcs, int n, size_t count)                             \
+    static void name(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)                          \
     {                                                                                                              \
-        T acc[BLOCK];                                                                                              \
+        T acc[BLOCK], x[BLOCK];                                                                                    \
         for (size_t b = 0; b < count; b += BLOCK) {                                                                \
             size_t m = count - b < BLOCK ? count - b : BLOCK;                                                      \
-            memcpy(acc, (const T *)srcs[0] + b, m * sizeof(T));                                                   \
+            memcpy(acc, BLOCK_AT(srcs[0], b, sizeof(T)), m * sizeof(T));                                           \
             for (int s = 1; s < n; s++) {                                                                          \
-                const T *x = (const T *)srcs[s] + b;                                                               \
+                memcpy(x, BLOCK_AT(srcs[s], b, sizeof(T)), m * sizeof(T));                                         \
                 for (size_t i = 0; i < m; i++) {                                                                   \
                     if (op == TP_SUM) acc[i] = (T)((UT)acc[i] + (UT)x[i]);                                         \
                     else if (op == TP_MAX) acc[i] = x[i] > acc[i] ? x[i] : acc[i];                                 \
                     else acc[i] = x[i] < acc[i] ? x[i] : acc[i];                                                   \
                 }                                                                                                  \
             }                                                                                                      \
-            memcpy(dst + b, acc, m * sizeof(T));                                                                   \
+            memcpy((char *)dst + b * sizeof(T), acc, m * sizeof(T));                                               \
         }                                                                                                          \
     }
 REDUCE_INT(reduce_i32, int32_t, uint32_t)

@@ -8,6 +8,7 @@ libpmix-dev
 openmpi-bin libopenmpi-dev mpich libmpich-dev
 hyperfine iproute2 openssh-server openssh-client procps python3 groff-base
 slurm-wlm munge
+clang libclang-rt-14-dev
 "
 
 die() {

@@ -18,32 +18,40 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
-/* Values whose sums depend on the order: wide exponents, mixed signs, and 1e8 / 1 / -1e8 runs. */
+/* Values whose sums depend on the order: wide exponents, mixed signs, and 1e8 / 1 / -1e8 runs. Stored with
+ * memcpy: the buffers are deliberately misaligned. */
 static void fill(tp_dtype_t t, void *buf, size_t count, int rank, uint64_t seed)
 {
+    uint8_t *p = buf;
     for (size_t i = 0; i < count; i++) {
         uint64_t h = mix(seed * 1000003u + (uint64_t)rank * 7919u + i);
         switch (t) {
-        case TP_BYTES: ((uint8_t *)buf)[i] = (uint8_t)h; break;
-        case TP_I32: ((int32_t *)buf)[i] = (int32_t)h; break;
-        case TP_I64: ((int64_t *)buf)[i] = (int64_t)h; break;
+        case TP_BYTES: p[i] = (uint8_t)h; break;
+        case TP_I32: memcpy(p + 4 * i, &(int32_t){(int32_t)h}, 4); break;
+        case TP_I64: memcpy(p + 8 * i, &(int64_t){(int64_t)h}, 8); break;
         case TP_F32: {
             static const float runs[3] = {1e8f, 1.0f, -1e8f};
             uint32_t u = (uint32_t)(h & 0x807fffffu) | (uint32_t)(103 + (h >> 40) % 48) << 23;
             float f;
             memcpy(&f, &u, 4);
-            ((float *)buf)[i] = i % 4 == 0 ? runs[(rank + i / 4) % 3] : f;
+            if (i % 4 == 0) f = runs[(rank + i / 4) % 3];
+            memcpy(p + 4 * i, &f, 4);
             break;
         }
         case TP_F64: {
             uint64_t u = (h & 0x800fffffffffffffull) | (uint64_t)(1023 - 60 + (h >> 40) % 120) << 52;
             double d;
             memcpy(&d, &u, 8);
-            ((double *)buf)[i] = i % 4 == 0 ? (rank % 2 ? -1e17 : 1e17) + (double)rank : d;
+            if (i % 4 == 0) d = (rank % 2 ? -1e17 : 1e17) + (double)rank;
+            memcpy(p + 8 * i, &d, 8);
             break;
         }
-        case TP_BF16: ((uint16_t *)buf)[i] = (uint16_t)((h & 0x807fu) | (uint32_t)(112 + (h >> 40) % 32) << 7); break;
-        case TP_F16: ((uint16_t *)buf)[i] = (uint16_t)((h & 0x83ffu) | (uint32_t)(5 + (h >> 40) % 20) << 10); break;
+        case TP_BF16:
+            memcpy(p + 2 * i, &(uint16_t){(uint16_t)((h & 0x807fu) | (uint32_t)(112 + (h >> 40) % 32) << 7)}, 2);
+            break;
+        case TP_F16:
+            memcpy(p + 2 * i, &(uint16_t){(uint16_t)((h & 0x83ffu) | (uint32_t)(5 + (h >> 40) % 20) << 10)}, 2);
+            break;
         }
     }
 }
@@ -120,8 +128,8 @@ static void reference(tp_dtype_t t, tp_op_t op, void *out, size_t count, size_t 
                 break;
             }
             case TP_BF16:
-            case TP_F16: { /* the f32 accumulator lives in the upper scratch (float per element) */
-                float *acc = (float *)((uint8_t *)out + count * 2 + 8) + i, x;
+            case TP_F16: { /* the f32 accumulator lives in the upper scratch (float per element, aligned) */
+                float *acc = (float *)((uint8_t *)out + (count * 2 + 15) / 8 * 8) + i, x;
                 x = t == TP_BF16 ? ref_bf16_to_f32(((uint16_t *)in)[k]) : ref_f16_to_f32(((uint16_t *)in)[k]);
                 FOLD(float, *acc, x);
                 if (r == n - 1) ((uint16_t *)out)[i] = t == TP_BF16 ? ref_f32_to_bf16(*acc) : ref_f32_to_f16(*acc);

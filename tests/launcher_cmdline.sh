@@ -9,6 +9,8 @@ noexec="$T/noexec"
 chmod 644 "$noexec"
 tracer=
 tracer=$(command -v strace 2>/dev/null)
+# LeakSanitizer cannot run under ptrace: a sanitizer build's traced tprun goes without leak checks.
+[ -n "$tracer" ] && [ -n "${ASAN_OPTIONS:-}" ] && ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" && export ASAN_OPTIONS
 
 # refused WANT ARGS...: tprun ARGS must print exactly WANT, exit 2, leave stdout empty and start nothing.
 # with_env is VAR=value for tprun's environment (or empty); nofile, when set, is tprun's descriptor limit.

@@ -12,3 +12,12 @@ include tests/bench.mk
 include tests/ssh.mk
 include tests/docs.mk
 include tests/torch.mk
+include tests/fuzz/fuzz.mk
+# Under ./configure --enable-sanitizers every report fails its test: ranks' deaths by signal stay signals (the
+# launcher tests check them); leaks are checked at every exit (ASan's default; tests/launcher_rank.c opts out)
+# except the known harmless ones, suppressed by name (tests/lsan.supp).
+if TP_SANITIZERS
+AM_TESTS_ENVIRONMENT += ASAN_OPTIONS=handle_segv=0:handle_sigbus=0:handle_sigfpe=0; \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1; \
+	LSAN_OPTIONS=suppressions=$(abs_top_srcdir)/tests/lsan.supp; export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS;
+endif
