@@ -27,7 +27,10 @@ mkdir -p "$D/work"
 cat >"$D/work/env.sh" <<'EOF'
 #!/bin/sh
 echo "env $TP_RANK host=$TP_HOST node=$TP_NODE_RANK local=$TP_LOCAL_RANK/$TP_LOCAL_WORLD_SIZE x=$TEST_X y=$TEST_Y pwd=$(pwd)"
-grep -alF -- "$TP_JOB_KEY" /proc/[0-9]*/cmdline 2>/dev/null | sed 's/^/key on argv of /' # one grep: fast under load
+# One grep (fast under load), its pattern in a file: on its argv the key would be found by the other ranks' grep.
+pat=$(mktemp) && printf '%s\n' "$TP_JOB_KEY" >"$pat"
+grep -alF -f "$pat" /proc/[0-9]*/cmdline 2>/dev/null | sed 's/^/key on argv of /'
+rm -f "$pat"
 echo "to stderr $TP_RANK" >&2
 EOF
 chmod +x "$D/work/env.sh"
