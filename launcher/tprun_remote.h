@@ -40,7 +40,6 @@ typedef struct tprun_agent {
     int ready_port;     /* rank 0's bootstrap listener, on the host of rank 0 */
     int ready_master;   /* MASTER_PORT, reserved on the host of rank 0 (0 without the torch variables) */
     char error[1024];   /* why it failed: its "error" message, else ssh's last line on stderr */
-    int said_bye;       /* every rank it started has ended and was reported */
     int running;        /* its ranks that have not been reported ended */
 } tprun_agent_t;
 

@@ -67,7 +67,7 @@ static void on_agent_line(void *ctx, char *line, size_t len)
             tprun_loop_rank_ended(L, r, wstatus);
         }
     } else if (strcmp(line, "bye") == 0) {
-        a->said_bye = 1;
+        /* Nothing to do: the channel's end follows, and any rank it did not report ended is counted lost there. */
     } else if (line[0] == 'i' && (int)(a - L->agents->a) == L->agents->stdin_agent &&
                (strcmp(line, "ie") == 0 || strncmp(line, "ia ", 3) == 0)) {
         stdin_ack(L, line);
@@ -141,7 +141,7 @@ void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
     tprun_agent_close_input(a);
     a->state = AGENT_GONE;
     if (L->plan->pmix) tprun_pmix_agent_gone(L, ai); /* PMIx hook */
-    if (!a->said_bye) agent_lost(L, a);
+    agent_lost(L, a); /* ranks never reported ended, "bye" or not, count as killed */
 }
 
 void tprun_agents_signal(tprun_agents_t *A, int sig)

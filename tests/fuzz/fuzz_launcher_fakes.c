@@ -17,3 +17,9 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
 void tprun_loop_reap(tprun_loop_t *L) { (void)L; }
 
 void tprun_loop_teardown(tprun_loop_t *L) { (void)L; }
+
+const char *tprun_loop_rank_host(const tprun_loop_t *L, int r)
+{
+    (void)r;
+    return L->job->host;
+}
