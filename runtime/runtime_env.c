@@ -26,7 +26,9 @@ static tp_status_t env_int(const char *name, int required, int64_t max, int *out
     /* v is only read once the parse succeeded: a failed parse's message is the one to show. */
     tp_status_t s = tp_config_parse_int(name, text, &v, err, sizeof(err));
     if (s == TP_OK && v > max) {
-        snprintf(err, sizeof(err), "%s: expected at most %lld, got \"%s\"", name, (long long)max, text);
+        char q[TP_QUOTE_LEN];
+        snprintf(err, sizeof(err), "%s: expected at most %lld, got \"%s\"", name, (long long)max,
+                 tp_quote(text, q, sizeof(q)));
         s = TP_ERR_INVALID;
     }
     if (s != TP_OK) {
@@ -169,6 +171,10 @@ static tp_status_t read_torchrun(tp_world_t *w)
         }
         int port;
         if ((s = env_int("MASTER_PORT", 1, 65535, &port)) != TP_OK) return s;
+        if (port == 0) {
+            tp_log(TP_LOG_ERROR, "env", "MASTER_PORT: expected a port from 1 to 65535, got \"0\"");
+            return TP_ERR_INVALID;
+        }
         /* Under torchrun its TCPStore holds MASTER_PORT, so the bootstrap takes the next port. */
         if (run_id != NULL) port = port == 65535 ? 65534 : port + 1;
         snprintf(w->boot_host, sizeof(w->boot_host), "%s", maddr);

@@ -97,6 +97,9 @@ static void test_world_env(void)
     const char *const port_plus[] = {"RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "+5", NULL};
     CHECK(!world_with(&w, port_plus) && strstr(tp_last_error(), "MASTER_PORT: expected a non-negative integer"),
           "MASTER_PORT=+5 refused: %s", tp_last_error());
+    const char *const port_zero[] = {"RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "h", "MASTER_PORT", "0", NULL};
+    CHECK(!world_with(&w, port_zero) && strstr(tp_last_error(), "MASTER_PORT: expected a port from 1 to 65535"),
+          "MASTER_PORT=0 refused: %s", tp_last_error());
     /* TP_BOOT_ADDR: entries are host:port with a 1-65535 port of digits only, none empty. */
     static const char *const bad[][2] = {
         {"a:1,", "entry 2 is empty"},
