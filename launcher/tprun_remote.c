@@ -336,10 +336,13 @@ static void on_agent_launch_line(void *ctx, char *line, size_t len)
         sscanf(line + 6, "%255s %d %63s %d", a->ready_ip, &a->ready_port, a->client_ip, &a->ready_master) == 4) {
         a->state = AGENT_READY;
     } else if (strncmp(line, "error ", 6) == 0) {
-        tprun_wire_unescape(line + 6);
-        snprintf(a->error, sizeof(a->error), "error: %s", line + 6);
+        char q[TP_QUOTE_LEN];
+        tprun_wire_unescape(line + 6); /* the agent's own words, quoted: an escaped newline stays one line */
+        snprintf(a->error, sizeof(a->error), "error: %s", tp_quote(line + 6, q, sizeof(q)));
     } else {
-        snprintf(a->error, sizeof(a->error), "error: unexpected message from the agent: \"%.200s\"", line);
+        char q[TP_QUOTE_LEN];
+        snprintf(a->error, sizeof(a->error), "error: unexpected message from the agent: \"%s\"",
+                 tp_quote(line, q, sizeof(q)));
     }
     line[len - 1] = '\n';
 }

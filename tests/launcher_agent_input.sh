@@ -61,7 +61,7 @@ expect_eq "plan over the limit: message" "$(cat "$T/out")" \
 cat >"$T/agent" <<SH
 #!/bin/sh
 while IFS= read -r l; do [ "\$l" = "end " ] && break; done
-echo "ready 127.0.0.1 1 -"
+echo "ready 127.0.0.1 1 - 1"
 IFS= read -r go
 printf 's 0 %d\n' \$\$
 cat "$T/lines"
