@@ -26,6 +26,11 @@ static inline int tp_pmix_check_nspace(const char *a, const char *b)
     } while (0)
 #undef PMIX_CHECK_NSPACE
 #define PMIX_CHECK_NSPACE(a, b) tp_pmix_check_nspace((a), (b))
+#undef PMIX_INFO_DESTRUCT
+#define PMIX_INFO_DESTRUCT(m)                                                                                          \
+    do {                                                                                                               \
+        if (!((m)->flags & PMIX_INFO_PERSISTENT)) PMIx_Value_destruct(&(m)->value);                                    \
+    } while (0)
 #undef PMIX_CHECK_KEY
 #define PMIX_CHECK_KEY(a, b) (strncmp((a)->key, (b), PMIX_MAX_KEYLEN) == 0)
 

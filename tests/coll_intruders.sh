@@ -20,6 +20,17 @@ check "$from: a connection of kind 1 on a listener of kind 2" "a bootstrap clien
 check "$from claiming rank 0: not a rank that dials this one" "a lower rank refused"
 check "$from claiming rank 1000: not a rank that dials this one" "a rank the job does not have refused"
 
+# listen_port_of PID: the TCP port PID listens on, from its socket inodes and /proc/net/tcp (no ss needed).
+listen_port_of() {
+    local ino line
+    for ino in $(ls -l "/proc/$1/fd" 2>/dev/null | sed -n 's/.*socket:\[\([0-9]*\)\]$/\1/p'); do
+        while read -r line; do
+            set -- $line
+            [ "$4" = 0A ] && [ "${10}" = "$ino" ] && { echo $((16#${2##*:})); return; }
+        done </proc/net/tcp
+    done
+}
+
 port=$(free_port)
 export TP_JOB_KEY=00112233445566778899aabbccddeeff
 start_rank() {
@@ -34,7 +45,7 @@ start_rank 1
 lport=
 for _ in $(seq 1 500); do
     child=$(pgrep -P "$pid1" | head -1) # rank 1 itself, under timeout
-    [ -n "$child" ] && lport=$(ss -ltnpH 2>/dev/null | grep "pid=$child," | awk '{print $4}' | sed 's/.*://' | head -1)
+    [ -n "$child" ] && lport=$(listen_port_of "$child")
     [ -n "$lport" ] && break
     sleep 0.01
 done
@@ -64,9 +75,10 @@ took=$(sed -n 's/.*connections in, \([0-9.]*\) s$/\1/p' "$TEST_DIR/burst.out")
     pass "burst: every real connection admitted beside 70 idle ones in ${took} s" ||
     fail "burst: status $st: $(cat "$TEST_DIR/burst.out"; tail -3 "$TEST_DIR/burst.err")"
 n=$(grep -c 'tcp: warning' "$TEST_DIR/burst.err")
-# idle ones past their deadline are counted in one line (the 6 real ones beyond the room wait for them); any
-# left when the mesh completes are strays, and the count of those is one line too
-[ "$n" -le 12 ] && grep -q "refused [0-9]* connections\{0,1\} that did not prove the job's key within 1 s" "$TEST_DIR/burst.err" &&
-    pass "burst: $n warning lines, the idle ones past their deadline counted in one" ||
-    fail "burst: $n warning lines (at most 12, the late ones in one count): $(head -20 "$TEST_DIR/burst.err")"
+# idle ones past their deadline are counted in one line; any left when the mesh completes (all of them on a
+# machine fast enough to finish within the 1 s deadline) are strays, and the count of those is one line too
+counted="refused [0-9]* connections\{0,1\} that \(did not prove the job's key within 1 s\|were still in the handshake\)"
+[ "$n" -le 12 ] && grep -q "$counted" "$TEST_DIR/burst.err" &&
+    pass "burst: $n warning lines, the idle ones counted, not logged one by one" ||
+    fail "burst: $n warning lines (at most 12, the idle ones in a count): $(head -20 "$TEST_DIR/burst.err")"
 finish
