@@ -2,6 +2,7 @@
 #ifndef RUNTIME_PMIX_COMPAT_H
 #define RUNTIME_PMIX_COMPAT_H
 
+#include <stdlib.h>
 #include <string.h>
 
 /* libpmix is dlopen'd, never linked: PMIx 5's PMIx_Load_procid and friends would be undefined symbols. */
@@ -30,6 +31,27 @@ static inline int tp_pmix_check_nspace(const char *a, const char *b)
 #define PMIX_INFO_DESTRUCT(m)                                                                                          \
     do {                                                                                                               \
         if (!((m)->flags & PMIX_INFO_PERSISTENT)) PMIx_Value_destruct(&(m)->value);                                    \
+    } while (0)
+#undef PMIX_INFO_CONSTRUCT
+#define PMIX_INFO_CONSTRUCT(m)                                                                                         \
+    do {                                                                                                               \
+        memset((m), 0, sizeof(pmix_info_t));                                                                           \
+        (m)->value.type = PMIX_UNDEF;                                                                                  \
+    } while (0)
+#undef PMIX_VALUE_CONSTRUCT
+#define PMIX_VALUE_CONSTRUCT(m)                                                                                        \
+    do {                                                                                                               \
+        memset((m), 0, sizeof(pmix_value_t));                                                                          \
+        (m)->type = PMIX_UNDEF;                                                                                        \
+    } while (0)
+#undef PMIX_VALUE_CREATE
+#define PMIX_VALUE_CREATE(m, n) ((m) = (n) > 0 ? (pmix_value_t *)calloc((n), sizeof(pmix_value_t)) : NULL)
+#undef PMIX_VALUE_RELEASE
+#define PMIX_VALUE_RELEASE(m)                                                                                          \
+    do {                                                                                                               \
+        PMIx_Value_destruct(m);                                                                                        \
+        free(m);                                                                                                       \
+        (m) = NULL;                                                                                                    \
     } while (0)
 #undef PMIX_CHECK_KEY
 #define PMIX_CHECK_KEY(a, b) (strncmp((a)->key, (b), PMIX_MAX_KEYLEN) == 0)
