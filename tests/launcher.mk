@@ -23,4 +23,4 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_oom.sh \
 	tests/launcher_summary.sh
 TESTS += tests/launcher_args_test tests/launcher_pmix_unit $(LAUNCHER_SHELL_TESTS)
-EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh
+EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh tests/fake_ssh.sh

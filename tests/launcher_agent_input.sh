@@ -4,20 +4,7 @@
 # a rank on another host (cut in marked pieces on the agent, like tprun's own). "ssh" here runs the command locally.
 . "$(dirname "$0")/launcher_lib.sh"
 
-cat >"$T/ssh" <<'SH'
-#!/bin/sh
-# Stands in for ssh: drops the options and the host name, runs the remote command on this machine.
-while [ $# -gt 0 ]; do
-    case $1 in
-    -o) shift 2 ;;
-    -*) shift ;;
-    *) break ;;
-    esac
-done
-shift
-exec sh -c "$*"
-SH
-chmod +x "$T/ssh"
+FAKE_SSH="$(cd "$(dirname "$0")" && pwd)/fake_ssh.sh"
 
 # A plan of 140 KB followed, in the same write, by 200 KB that is no command: once a heap overflow in read_plan.
 plan() {
@@ -94,7 +81,7 @@ crafted "a message over 64 MiB" after
 expect_eq "a message over 64 MiB: warned" "$(grep -c 'a message line over 67108864 bytes was dropped' "$T/err")" 1
 
 # A rank on another host prints a 200 KB line: the agent sends it in the pieces tprun writes for its own ranks.
-"$TPRUN" -n 1 -H fakehost --ssh "$T/ssh" sh -c 'head -c 200000 /dev/zero | tr "\0" x; echo; echo short' >"$T/out"
+"$TPRUN" -n 1 -H fakehost --ssh "$FAKE_SSH" sh -c 'head -c 200000 /dev/zero | tr "\0" x; echo; echo short' >"$T/out"
 expect_eq "long line on another host: status" "$?" 0
 expect_eq "long line on another host: pieces" "$(awk '{print length($0)}' "$T/out" | tr '\n' ' ')" \
     "65559 65559 65559 3392 5 "

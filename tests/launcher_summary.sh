@@ -115,21 +115,7 @@ expect_summary "launch failure: the summary" "$J" "d['exit_status'] == 125 and d
     "all(r['state'] == 'not started' and r['pid'] is None and r['host'] == 'elsewhere' for r in d['ranks'])"
 
 # Remote ranks through an agent (an "ssh" that runs the agent on this machine): host is the name given.
-cat >"$T/bin/ssh" <<'EOF'
-#!/bin/sh
-# Runs the remote command here: skips ssh's options and the host name.
-while :; do
-    case $1 in
-    -o) shift 2 ;;
-    -*) shift ;;
-    *) break ;;
-    esac
-done
-shift
-exec sh -c "$*"
-EOF
-chmod +x "$T/bin/ssh"
-"$TPRUN" -n 3 -H localhost:1,elsewhere:2 --ssh "$T/bin/ssh" --json-summary "$J" "$RANKP" '2:exit=4' '*:hang' \
+"$TPRUN" -n 3 -H localhost:1,elsewhere:2 --ssh "$(cd "$(dirname "$0")" && pwd)/fake_ssh.sh" --json-summary "$J" "$RANKP" '2:exit=4' '*:hang' \
     >"$T/out" 2>"$T/err"
 expect_eq "remote: tprun's status" "$?" 4
 expect_summary "remote: the summary" "$J" "d['exit_status'] == 4 and d['first_failure'] == 2" \
