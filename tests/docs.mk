@@ -1,6 +1,7 @@
 # Docs checked against the code: docs/ENGINE.md's C blocks compile and its programs run under tprun;
-# docs/tprun.1 and docs/tp.3 match tprun --help and tp.h. The snippets are built with the configured compiler.
+# docs/tprun.1 and docs/tp.3 match tprun --help and tp.h. The snippets are built with the configured compiler (and
+# its sanitizers under --enable-sanitizers: an instrumented libtp needs the ASan runtime first).
 DOCS_SHELL_TESTS = tests/docs_engine.sh tests/docs_man.sh
 TESTS += $(DOCS_SHELL_TESTS)
 EXTRA_DIST += $(DOCS_SHELL_TESTS)
-AM_TESTS_ENVIRONMENT += CC='$(CC)'; export CC;
+AM_TESTS_ENVIRONMENT += CC='$(CC) $(TP_SANITIZER_FLAGS)'; export CC;

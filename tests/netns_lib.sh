@@ -145,7 +145,9 @@ Host *
     Ciphers aes128-gcm@openssh.com
 EOF
     SSH="ssh -F $D/ssh_config"
-    local addr
+    # A sanitizer build's settings (tests/local.mk) reach the hosts' logins too, as they reach local ranks.
+    local addr host_env="HOME=$D/home" v
+    for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do [ -n "${!v:-}" ] && host_env="$host_env $v=${!v}"; done
     for host in a b c; do
         case $host in a) addr=198.18.1.1 ;; b) addr=198.18.1.2 ;; c) addr=198.18.4.3 ;; esac
         local hide=:
@@ -154,7 +156,7 @@ EOF
         ip netns exec "tp${ID}$host" sh -c "$hide && exec $SSHD -D -e -f /dev/null -h $D/hostkey \
             -o ListenAddress=$addr -o PidFile=none -o AuthorizedKeysFile=$D/authorized_keys -o StrictModes=no \
             -o PermitRootLogin=prohibit-password -o UsePAM=no -o PasswordAuthentication=no -o MaxStartups=100 \
-            -o SetEnv=HOME=$D/home" \
+            -o 'SetEnv=$host_env'" \
             2>>"$D/sshd.log" &
         SSHD_PIDS+=($!)
     done
