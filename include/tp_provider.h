@@ -65,6 +65,8 @@ typedef enum tp_auth_result {
 } tp_auth_result_t;
 
 void tp_auth_accept_init(tp_auth_accept_t *st);
+/* Whether st's handshake is past its deadline at now; if not, lowers *next to that deadline. */
+int tp_auth_accept_expired(const tp_auth_accept_t *st, int64_t now, int64_t *next);
 tp_auth_result_t tp_auth_accept_step(tp_auth_accept_t *st, int fd, const uint8_t key[TP_JOB_KEY_BYTES],
                                      tp_conn_kind_t expect_kind, char *why, size_t why_len);
 

@@ -92,6 +92,13 @@ void tp_auth_accept_init(tp_auth_accept_t *st)
     st->deadline_ns = tp_now_ns() + TP_AUTH_DEADLINE_NS;
 }
 
+int tp_auth_accept_expired(const tp_auth_accept_t *st, int64_t now, int64_t *next)
+{
+    if (st->deadline_ns <= now) return 1;
+    if (st->deadline_ns < *next) *next = st->deadline_ns;
+    return 0;
+}
+
 void tp_refusals_note(tp_refusals_t *r, tp_refusal_kind_t kind, const char *from, const char *fmt, ...)
 {
     if (kind != TP_REFUSED_LATE && r->logged < TP_REFUSALS_LOGGED) {

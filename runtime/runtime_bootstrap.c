@@ -171,11 +171,8 @@ static int64_t root_expire(boot_conn_t *conns, int nconns, tp_refusals_t *refuse
 {
     int64_t now = tp_now_ns(), next = INT64_MAX;
     for (int i = 0; i < nconns; i++) {
-        if (conns[i].fd < 0 || conns[i].state != CONN_AUTH) continue;
-        if (conns[i].auth.deadline_ns > now) {
-            if (conns[i].auth.deadline_ns < next) next = conns[i].auth.deadline_ns;
+        if (conns[i].fd < 0 || conns[i].state != CONN_AUTH || !tp_auth_accept_expired(&conns[i].auth, now, &next))
             continue;
-        }
         tp_refusals_note(refused, TP_REFUSED_LATE, conns[i].name, "%s", "");
         conn_close(&conns[i]);
     }

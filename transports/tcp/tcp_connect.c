@@ -254,10 +254,7 @@ static int64_t expire_pending(pending_t *pend, int *npend, tp_refusals_t *refuse
 {
     int64_t now = tp_now_ns(), next = INT64_MAX;
     for (int i = *npend - 1; i >= 0; i--) {
-        if (pend[i].auth.deadline_ns > now) {
-            if (pend[i].auth.deadline_ns < next) next = pend[i].auth.deadline_ns;
-            continue;
-        }
+        if (!tp_auth_accept_expired(&pend[i].auth, now, &next)) continue;
         char from[96];
         tp_sockaddr_string(pend[i].fd, 1, from, sizeof(from));
         tp_refusals_note(refused, TP_REFUSED_LATE, from, "%s", "");
