@@ -38,7 +38,7 @@ const tp_config_entry_t tp_config_table[] = {
     {"TP_HEARTBEAT_TIMEOUT", "heartbeat_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "1",
      "seconds without a heartbeat after which a peer counts as hung and the job fails"},
     {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
-     "large collectives move in parts of this many bytes"},
+     "large collectives move in parts of this many bytes (64 to 1G)"},
     {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
      "transports to use, comma-separated in order, or ^name to exclude; empty means all; this build has one: tcp"},
     {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
