@@ -119,6 +119,15 @@ uint32_t tp_frame_bytes(const uint8_t header[TP_FRAME_HEADER_BYTES]);
 tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const uint8_t got[TP_FRAME_HEADER_BYTES],
                            uint64_t max_bytes, int peer_world_rank, int *matched);
 
+/* ---- Memory types: where a buffer lives (a transport's caps, a device's memory query) ---- */
+
+typedef enum tp_mem_type {
+    TP_MEM_HOST = 0, /* ordinary or pinned host memory */
+    TP_MEM_CUDA = 1, /* CUDA device memory */
+    TP_MEM_HIP = 2,  /* HIP device memory */
+    TP_MEM_TYPES
+} tp_mem_type_t;
+
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
 #define TP_TRANSPORT_ABI 1
