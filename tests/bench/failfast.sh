@@ -2,7 +2,8 @@
 # failfast.sh: rank 1 of N fails; bench_failfast times its peers' and launcher's end, interleaving the cases rep by rep.
 # Run from the build directory after `make bench`; prints the tables of failfast_table.py.
 # Environment: CASES (kill: tprun, torchrun-env, hydra, ompi, ompi-k0; stop: tprun-stop, tprun-stop-hb0.2),
-# NS ("4 16"), REPS (20), OUT (results folder).
+# NS ("4 16"), REPS (20), OUT (results folder), BASE (another build directory: adds its tprun as the case
+# base-tprun, or base-tprun-stop with CASES=stop, interleaved with the others, for before/after ratios).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(pwd)
@@ -11,9 +12,10 @@ NS=${NS:-"4 16"}
 REPS=${REPS:-20}
 OUT=${OUT:-bench-failfast-$(date +%Y%m%d-%H%M%S)}
 case $CASES in
-kill) CASES="tprun torchrun-env hydra ompi ompi-k0" ;;
-stop) CASES="tprun-stop tprun-stop-hb0.2" ;;
+kill) CASES="tprun torchrun-env hydra ompi ompi-k0${BASE:+ base-tprun}" ;;
+stop) CASES="tprun-stop tprun-stop-hb0.2${BASE:+ base-tprun-stop}" ;;
 esac
+BASE=${BASE:-}
 for p in tprun tests/bench/bench_rank tests/bench/bench_failfast tests/bench/mpi_spin_ompi tests/bench/mpi_spin_mpich; do
     test -x "$p" || { echo "failfast.sh: $build/$p is missing (run make bench here)" >&2; exit 1; }
 done
@@ -34,6 +36,9 @@ while [ "$rep" -lt "$REPS" ]; do
             ompi) set -- --name-regex 'process rank 1 with PID' -- $ompi -n "$n" "$build/tests/bench/mpi_spin_ompi" compute ;;
             ompi-k0) set -- --name-regex 'process rank 1 with PID' -- $ompi --mca odls_base_sigkill_timeout 0 -n "$n" \
                 "$build/tests/bench/mpi_spin_ompi" compute ;;
+            base-tprun) set -- --name-first tprun: --name-regex 'rank 1 \(host [^,]*, pid %p\) killed by signal 9 \(SIGKILL\)' \
+                -- "$BASE/tprun" -n "$n" "$BASE/tests/bench/bench_rank" spin ;;
+            base-tprun-stop) set -- --signal STOP --min-right 1 -- "$BASE/tprun" -n "$n" "$BASE/tests/bench/bench_rank" spin ;;
             tprun-stop) set -- --signal STOP --min-right 1 -- "$build/tprun" -n "$n" "$rank" spin ;;
             tprun-stop-hb0.2) set -- --signal STOP --min-right 1 -- env TP_HEARTBEAT_TIMEOUT=0.2 "$build/tprun" -n "$n" \
                 "$rank" spin ;;

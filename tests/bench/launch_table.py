@@ -10,7 +10,8 @@ import sys
 HANG_CODES = (124, 137)
 COLUMNS = [("forkn", "forkn /bin/true"), ("tprun-true", "tprun /bin/true"), ("hydra-true", "hydra /bin/true"),
            ("ompi-true", "ompi /bin/true"), ("tprun-boot", "tprun boot"), ("hydra-hello", "hydra hello"),
-           ("ompi-hello", "ompi hello")]
+           ("ompi-hello", "ompi hello"), ("base-tprun-true", "base tprun /bin/true"),
+           ("base-tprun-boot", "base tprun boot")]
 
 
 def load(folder):
@@ -53,11 +54,17 @@ def main():
     folder = sys.argv[1]
     cells = load(folder)
     ns = sorted({n for n, _ in cells})
-    print("| N | " + " | ".join(title for _, title in COLUMNS) + " | tprun/hydra true | tprun boot/hydra hello |")
-    print("|---:" * (len(COLUMNS) + 3) + "|")
+    base = any(name == "base-tprun-true" for _, name in cells)
+    columns = [c for c in COLUMNS if base or not c[0].startswith("base-")]
+    extra = " | tprun/base true | tprun/base boot" if base else ""
+    print("| N | " + " | ".join(title for _, title in columns) + " | tprun/hydra true | tprun boot/hydra hello" + extra +
+          " |")
+    print("|---:" * (len(columns) + 3 + 2 * base) + "|")
     for n in ns:
-        row = [str(n)] + [show(cells.get((n, name))) for name, _ in COLUMNS]
+        row = [str(n)] + [show(cells.get((n, name))) for name, _ in columns]
         row += [ratio(cells, "tprun-true", "hydra-true", n), ratio(cells, "tprun-boot", "hydra-hello", n)]
+        if base:
+            row += [ratio(cells, "tprun-true", "base-tprun-true", n), ratio(cells, "tprun-boot", "base-tprun-boot", n)]
         print("| " + " | ".join(row) + " |")
     runs = {name: sorted({c["runs"] for (n, nm), c in cells.items() if nm == name}) for name, _ in COLUMNS}
     print()
