@@ -1,6 +1,7 @@
 # Collectives and the TCP transport: unit tests of the pure parts, then multi-rank programs under tprun.
 check_PROGRAMS += tests/coll_unit tests/coll_check tests/coll_fault tests/coll_intruder
 tests_coll_unit_SOURCES = tests/coll_unit.c
+tests_coll_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host
 tests_coll_unit_LDADD = libtp.la -lm
 tests_coll_unit_LDFLAGS = -no-install
 tests_coll_check_SOURCES = tests/coll_check.c
