@@ -193,6 +193,111 @@ typedef struct tp_transport_ops {
 /* The one stub every transport points unsupported ops at. */
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle);
 
+/* ---- Devices: where a buffer lives and how it is copied and reduced; one const ops table each ---- */
+
+#define TP_DEVICE_ABI 1
+
+/* Whether an op applies to a type (TP_BYTES and unknown ones do not reduce): what every device's reduce takes. */
+int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op);
+
+/* A device's event (a CUevent, a hipEvent_t); a device's stream is the tp_stream_t of tp.h. */
+typedef struct tp_device_event tp_device_event_t;
+
+/*
+ * Stream and event ops share one signature, so a device without streams points them all at
+ * tp_device_unsupported_stream. A NULL stream is the device's synchronous order (the host's only one).
+ */
+typedef tp_status_t (*tp_device_stream_fn)(tp_stream_t *stream, tp_device_event_t **event);
+
+typedef struct tp_device_ops {
+    uint32_t abi_version; /* TP_DEVICE_ABI */
+    uint32_t ops_size;    /* sizeof(tp_device_ops_t) when built */
+    const char *name;     /* "host", "cuda" */
+    /* Whether ptr is this device's memory, and *type which; the host device claims every pointer, so it comes last. */
+    int (*mem_query)(const void *ptr, tp_mem_type_t *type);
+    /* Copies len bytes (the regions may overlap), ordered on stream; with a NULL stream done on return. */
+    tp_status_t (*copy)(void *dst, const void *src, size_t len, tp_stream_t *stream);
+    /*
+     * dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... in this order, bf16 and f16 in f32 rounded once at the
+     * end; dst may be any one of the sources. Takes what tp_reduce_supported accepts.
+     */
+    tp_status_t (*reduce)(tp_dtype_t dtype, tp_op_t op, void *dst, const void *const *srcs, int n, size_t count,
+                          tp_stream_t *stream);
+    tp_device_stream_fn event_record;  /* creates *event when NULL, then records it on stream */
+    tp_device_stream_fn stream_wait;   /* work queued on stream after this runs after what *event marks */
+    tp_device_stream_fn event_sync;    /* the host waits for what *event marks */
+    tp_device_stream_fn event_release; /* destroys *event and sets it NULL */
+} tp_device_ops_t;
+
+/* The one stub every device points its unsupported stream and event ops at. */
+tp_status_t tp_device_unsupported_stream(tp_stream_t *stream, tp_device_event_t **event);
+
+/* Host memory: memmove, and the rank-order reductions (devices/host/). */
+extern const tp_device_ops_t tp_host_device_ops;
+
+/* ---- Collective providers: who runs tp.h's calls on a memory type (the built-in host engine; NCCL beside it) ---- */
+
+#define TP_COLL_ABI 1
+
+/* The calls a provider can take: bits of its caps. */
+typedef enum tp_coll_call {
+    TP_CALL_BARRIER,
+    TP_CALL_BROADCAST,
+    TP_CALL_ALL_GATHER,
+    TP_CALL_ALL_GATHERV,
+    TP_CALL_ALL_REDUCE,
+    TP_CALL_REDUCE_SCATTER,
+    TP_CALL_ALL_TO_ALL,
+    TP_CALL_SEND,
+    TP_CALL_RECV,
+    TP_CALL_EXCHANGE,
+    TP_CALLS
+} tp_coll_call_t;
+
+#define TP_CALL_BIT(call) (1u << (call))
+#define TP_CALLS_ALL      ((1u << TP_CALLS) - 1u)
+#define TP_MEM_BIT(type)  (1u << (type))
+
+/*
+ * One call, checked by the API: the arguments of its tp.h function (peer is the root for broadcast, the other
+ * rank for send, recv and exchange), and the device that owns the buffers, whose copy and reduce it uses.
+ */
+typedef struct tp_coll_args {
+    tp_coll_call_t call;
+    const void *send; /* broadcast, recv: unused (the buffer is recv) */
+    void *recv;
+    size_t count;
+    const size_t *counts; /* all_gatherv */
+    tp_dtype_t dtype;
+    tp_op_t op;
+    int peer;
+    tp_stream_t *stream;
+    tp_mem_type_t mem_type;
+    const tp_device_ops_t *device;
+} tp_coll_args_t;
+
+typedef tp_status_t (*tp_coll_fn)(void *comm_state, const tp_coll_args_t *args);
+
+typedef struct tp_coll_ops {
+    uint32_t abi_version; /* TP_COLL_ABI */
+    uint32_t ops_size;    /* sizeof(tp_coll_ops_t) when built */
+    const char *name;     /* "host", "nccl" */
+    uint32_t mem_types;   /* TP_MEM_BIT of each memory type whose buffers it takes */
+    uint32_t calls;       /* TP_CALL_BIT of each call it takes; the slots of the others point at tp_coll_unsupported */
+    int streams;          /* 1: orders calls on the caller's stream; 0: takes only NULL streams */
+    /* Per comm, when the comm is made (tp_init's world, tp_comm_split's); *state is passed to every call. */
+    tp_status_t (*comm_create)(tp_comm_t *comm, void **state);
+    void (*comm_destroy)(void *state);
+    tp_coll_fn barrier, broadcast, all_gather, all_gatherv, all_reduce, reduce_scatter, all_to_all;
+    tp_coll_fn send, recv, exchange;
+} tp_coll_ops_t;
+
+/* The one stub every provider points the calls it does not take at. */
+tp_status_t tp_coll_unsupported(void *comm_state, const tp_coll_args_t *args);
+
+/* The built-in engine: host memory over the transports (runtime/coll_*.c). */
+extern const tp_coll_ops_t tp_host_coll_ops;
+
 #ifdef __cplusplus
 }
 #endif

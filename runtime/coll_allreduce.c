@@ -3,10 +3,7 @@
  * piece of slice j to owner j, the owner adds the contributions 0..N-1 part by part as they land in scratch, and
  * (all_reduce) sends each reduced part to every rank as soon as it is done.
  */
-#include <string.h>
-
 #include "coll_internal.h"
-#include "coll_reduce.h"
 
 /* Slice j has base + (j < rem) elements; pe elements make a part. */
 typedef struct slices {
@@ -41,8 +38,7 @@ static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv
     tp_status_t s = coll_dissem(c, &m);
     if (s != TP_OK) return s;
     for (int p = 0; p < n; p++) cs->srcs[p] = p == me ? send : cs->rbuf[p];
-    tp_reduce_n(c->id.dtype, c->id.op, recv, cs->srcs, n, count);
-    return TP_OK;
+    return c->dev->reduce(c->id.dtype, c->id.op, recv, cs->srcs, n, count, NULL);
 }
 
 /*
@@ -91,7 +87,9 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
         }
         for (int p = 0; p < n; p++)
             cs->srcs[p] = (p == me ? pieces[me] + k * pbytes : coll_slot(c, p, (int)k)) + red * es;
-        tp_reduce_n(c->id.dtype, c->id.op, (uint8_t *)dst + k * pbytes + red * es, cs->srcs, n, have - red);
+        s = c->dev->reduce(c->id.dtype, c->id.op, (uint8_t *)dst + k * pbytes + red * es, cs->srcs, n, have - red,
+                           NULL);
+        if (s != TP_OK) break;
         red = have;
         for (int p = 0; p < n && gather; p++)
             if (p != me) gx[p]->ready = k * pbytes + red * es;

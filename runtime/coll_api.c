@@ -1,39 +1,24 @@
-/* coll_api.c: the public collective and point-to-point calls: argument checks, one rank, then the algorithms. */
+/* coll_api.c: the public collective calls: argument checks, then the provider that takes the buffers' memory. */
 #include <stdint.h>
-#include <string.h>
 
+#include "coll_dispatch.h"
 #include "coll_internal.h"
-#include "coll_reduce.h"
-
-size_t tp_dtype_size(tp_dtype_t dtype)
-{
-    switch (dtype) {
-    case TP_BYTES: return 1;
-    case TP_F32: return 4;
-    case TP_F64: return 8;
-    case TP_BF16: return 2;
-    case TP_F16: return 2;
-    case TP_I32: return 4;
-    case TP_I64: return 8;
-    }
-    return 0;
-}
 
 /* Checks what every call shares; *es gets the element size. */
-static tp_status_t enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, size_t count, size_t slots,
-                         const void *a, const void *b, tp_stream_t *stream, size_t *es)
+static tp_status_t enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, size_t count, size_t slots, const void *a,
+                         const void *b, tp_stream_t *stream, size_t *es)
 {
     if (comm == NULL || comm->coll_state == NULL) {
         tp_log(TP_LOG_ERROR, "coll", "%s: comm is NULL or finalized", fn);
         return comm == NULL ? TP_ERR_INVALID : TP_ERR_STATE;
     }
-    coll_state_t *cs = comm->coll_state;
-    if (cs->failed != TP_OK) {
+    coll_comm_t *cc = comm->coll_state;
+    if (cc->failed != TP_OK) {
         tp_log(TP_LOG_ERROR, "coll", "%s: comm %u failed an earlier call (%s)", fn, comm->comm_id,
-               tp_status_string(cs->failed));
-        return cs->failed;
+               tp_status_string(cc->failed));
+        return cc->failed;
     }
-    if (stream != NULL) {
+    if (stream != NULL && !tp_coll_streams_taken()) {
         tp_log(TP_LOG_ERROR, "coll",
                "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
         return TP_ERR_UNSUPPORTED;
@@ -61,17 +46,14 @@ static tp_status_t check_op(const char *fn, tp_dtype_t dtype, tp_op_t op)
     return TP_ERR_INVALID;
 }
 
-static tp_status_t finish(coll_call_t *c, tp_status_t s) { return s == TP_OK ? s : coll_fail(c, s); }
-
 tp_status_t tp_barrier(tp_comm_t *comm)
 {
     size_t es;
     char dummy;
     tp_status_t s = enter(comm, "tp_barrier", TP_BYTES, 0, 1, &dummy, &dummy, NULL, &es);
     if (s != TP_OK || comm->size == 1) return s;
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_BARRIER, TP_BYTES, TP_SUM, 0, 0);
-    return finish(&c, coll_barrier(&c));
+    tp_coll_args_t a = {.call = TP_CALL_BARRIER, .dtype = TP_BYTES};
+    return tp_coll_dispatch(comm, "tp_barrier", &a, NULL, NULL);
 }
 
 tp_status_t tp_broadcast(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dtype, int root, tp_stream_t *stream)
@@ -84,36 +66,9 @@ tp_status_t tp_broadcast(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dt
         return TP_ERR_INVALID;
     }
     if (comm->size == 1) return TP_OK;
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_BROADCAST, dtype, TP_SUM, count, root);
-    return finish(&c, coll_broadcast(&c, buf, count * es, root));
-}
-
-/* all_gather and all_gatherv: own block into place (none when already there), then dissemination when what comes in
- * is small, else every peer at once. */
-static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, const size_t *counts, size_t count,
-                                 size_t es)
-{
-    int me = c->comm->rank, n = c->comm->size;
-    coll_state_t *cs = c->cs;
-    size_t off = 0;
-    for (int p = 0; p < n; p++) {
-        cs->rlen[p] = (counts != NULL ? counts[p] : count) * es;
-        cs->rbuf[p] = (uint8_t *)recv + off;
-        off += cs->rlen[p];
-    }
-    uint8_t *mine = cs->rbuf[me];
-    if (cs->rlen[me] > 0 && mine != send) memmove(mine, send, cs->rlen[me]);
-    if (n == 1) return TP_OK;
-    if (off - off / (size_t)n <= COLL_SMALL_BYTES) { /* the same choice on every rank, whatever its own count */
-        coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
-        return coll_dissem(c, &m);
-    }
-    for (int p = 0; p < n; p++) {
-        cs->sbuf[p] = mine;
-        cs->slen[p] = cs->rlen[me];
-    }
-    return coll_pairwise(c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 0);
+    tp_coll_args_t a = {
+        .call = TP_CALL_BROADCAST, .recv = buf, .count = count, .dtype = dtype, .peer = root, .stream = stream};
+    return tp_coll_dispatch(comm, "tp_broadcast", &a, buf, NULL);
 }
 
 tp_status_t tp_all_gather(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
@@ -122,28 +77,31 @@ tp_status_t tp_all_gather(tp_comm_t *comm, const void *send, void *recv, size_t 
     size_t es;
     tp_status_t s = enter(comm, "tp_all_gather", dtype, count, (size_t)comm->size, send, recv, stream, &es);
     if (s != TP_OK) return s;
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_ALL_GATHER, dtype, TP_SUM, count, 0);
-    return finish(&c, gather_blocks(&c, send, recv, NULL, count, es));
+    tp_coll_args_t a = {
+        .call = TP_CALL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dtype = dtype, .stream = stream};
+    return tp_coll_dispatch(comm, "tp_all_gather", &a, send, recv);
 }
 
 tp_status_t tp_all_gatherv(tp_comm_t *comm, const void *send, void *recv, const size_t *counts, tp_dtype_t dtype,
                            tp_stream_t *stream)
 {
     size_t es, total = 0;
-    uint32_t hash = 2166136261u; /* FNV-1a of the counts: ranks with other counts disagree on it */
     if (comm != NULL && counts == NULL) return TP_ERR_INVALID;
     for (int p = 0; comm != NULL && p < comm->size; p++) {
         if (counts[p] > SIZE_MAX / 4 - total) return TP_ERR_INVALID;
         total += counts[p];
-        for (int b = 0; b < 8; b++) hash = (hash ^ (uint8_t)(counts[p] >> (8 * b))) * 16777619u;
     }
     tp_status_t s = enter(comm, "tp_all_gatherv", dtype, total, 1, total ? send : recv, recv, stream, &es);
     if (s != TP_OK) return s;
     if (counts[comm->rank] > 0 && send == NULL) return TP_ERR_INVALID;
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_ALL_GATHERV, dtype, TP_SUM, total, (int)(hash & 0x7fffffff));
-    return finish(&c, gather_blocks(&c, send, recv, counts, 0, es));
+    tp_coll_args_t a = {.call = TP_CALL_ALL_GATHERV,
+                        .send = send,
+                        .recv = recv,
+                        .count = total,
+                        .counts = counts,
+                        .dtype = dtype,
+                        .stream = stream};
+    return tp_coll_dispatch(comm, "tp_all_gatherv", &a, counts[comm->rank] > 0 ? send : NULL, total ? recv : NULL);
 }
 
 tp_status_t tp_all_reduce(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype, tp_op_t op,
@@ -157,18 +115,18 @@ tp_status_t tp_all_reduce(tp_comm_t *comm, const void *send, void *recv, size_t 
         tp_log(TP_LOG_ERROR, "coll", "tp_all_reduce: send and recv overlap without being the same buffer");
         return TP_ERR_INVALID;
     }
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_ALL_REDUCE, dtype, op, count, 0);
-    if (comm->size == 1) {
-        c.cs->srcs[0] = send;
-        tp_reduce_n(dtype, op, recv, c.cs->srcs, 1, count);
-        return TP_OK;
-    }
-    return finish(&c, coll_all_reduce(&c, send, recv, count));
+    tp_coll_args_t a = {.call = TP_CALL_ALL_REDUCE,
+                        .send = send,
+                        .recv = recv,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = op,
+                        .stream = stream};
+    return tp_coll_dispatch(comm, "tp_all_reduce", &a, send, recv);
 }
 
-tp_status_t tp_reduce_scatter(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
-                              tp_op_t op, tp_stream_t *stream)
+tp_status_t tp_reduce_scatter(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype, tp_op_t op,
+                              tp_stream_t *stream)
 {
     size_t es;
     tp_status_t s = enter(comm, "tp_reduce_scatter", dtype, count, (size_t)comm->size, send, recv, stream, &es);
@@ -179,14 +137,14 @@ tp_status_t tp_reduce_scatter(tp_comm_t *comm, const void *send, void *recv, siz
         tp_log(TP_LOG_ERROR, "coll", "tp_reduce_scatter: recv overlaps send other than at this rank's block");
         return TP_ERR_INVALID;
     }
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_REDUCE_SCATTER, dtype, op, count, 0);
-    if (comm->size == 1) {
-        c.cs->srcs[0] = send;
-        tp_reduce_n(dtype, op, recv, c.cs->srcs, 1, count);
-        return TP_OK;
-    }
-    return finish(&c, coll_reduce_scatter(&c, send, recv, count));
+    tp_coll_args_t a = {.call = TP_CALL_REDUCE_SCATTER,
+                        .send = send,
+                        .recv = recv,
+                        .count = count,
+                        .dtype = dtype,
+                        .op = op,
+                        .stream = stream};
+    return tp_coll_dispatch(comm, "tp_reduce_scatter", &a, send, recv);
 }
 
 tp_status_t tp_all_to_all(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
@@ -195,21 +153,12 @@ tp_status_t tp_all_to_all(tp_comm_t *comm, const void *send, void *recv, size_t 
     size_t es;
     tp_status_t s = enter(comm, "tp_all_to_all", dtype, count, (size_t)comm->size, send, recv, stream, &es);
     if (s != TP_OK) return s;
-    size_t b = count * es, all = b * (size_t)comm->size;
-    int in_place = send == recv;
-    if (!in_place && coll_overlap(send, all, recv, all)) {
+    size_t all = count * es * (size_t)comm->size;
+    if (send != recv && coll_overlap(send, all, recv, all)) {
         tp_log(TP_LOG_ERROR, "coll", "tp_all_to_all: send and recv overlap without being the same buffer");
         return TP_ERR_INVALID;
     }
-    coll_call_t c;
-    coll_begin(&c, comm, TP_COLL_ALL_TO_ALL, dtype, TP_SUM, count, 0);
-    coll_state_t *cs = comm->coll_state;
-    for (int p = 0; p < comm->size; p++) {
-        cs->sbuf[p] = (uint8_t *)send + (size_t)p * b;
-        cs->rbuf[p] = (uint8_t *)recv + (size_t)p * b;
-        cs->slen[p] = cs->rlen[p] = b;
-    }
-    if (!in_place && b > 0) memcpy(cs->rbuf[comm->rank], cs->sbuf[comm->rank], b);
-    if (comm->size == 1) return TP_OK;
-    return finish(&c, coll_pairwise(&c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, in_place));
+    tp_coll_args_t a = {
+        .call = TP_CALL_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .dtype = dtype, .stream = stream};
+    return tp_coll_dispatch(comm, "tp_all_to_all", &a, send, recv);
 }

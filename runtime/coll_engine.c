@@ -1,68 +1,17 @@
-/* coll_engine.c: per-comm state, the transfer pool, the wait loop and the pairwise exchange every algorithm uses. */
+/* coll_engine.c: the transfer pool, the wait loop and the pairwise exchange every algorithm uses. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll_internal.h"
 #include "runtime_transports.h"
 
-tp_status_t tp_coll_comm_init(tp_comm_t *comm)
+void coll_begin(coll_call_t *c, coll_state_t *cs, const tp_device_ops_t *dev, tp_coll_kind_t coll, tp_dtype_t dtype,
+                tp_op_t op, uint64_t count, int root)
 {
-    coll_state_t *cs = calloc(1, sizeof(*cs));
-    if (cs == NULL) return TP_ERR_NO_MEMORY;
-    size_t n = (size_t)comm->size;
-    cs->pool_len = (int)(n * COLL_XFERS_PER_PEER + 4);
-    cs->slot_bytes = comm->world->part_bytes;
-    cs->pool = calloc((size_t)cs->pool_len, sizeof(tp_xfer_t));
-    cs->send_seq = calloc(n, sizeof(uint64_t));
-    cs->recv_seq = calloc(n, sizeof(uint64_t));
-    cs->srcs = calloc(n, sizeof(void *));
-    cs->xa = calloc(n * COLL_WINDOW, sizeof(tp_xfer_t *));
-    cs->xb = calloc(n, sizeof(tp_xfer_t *));
-    cs->next = calloc(n, sizeof(size_t));
-    cs->pieces = calloc(n, sizeof(uint8_t *));
-    cs->sbuf = calloc(n, sizeof(void *));
-    cs->rbuf = calloc(n, sizeof(void *));
-    cs->slen = calloc(n, sizeof(size_t));
-    cs->rlen = calloc(n, sizeof(size_t));
-    /* malloc'd, not touched: pages are only committed when a large call uses them */
-    cs->scratch = n > 1 ? malloc(n * COLL_WINDOW * cs->slot_bytes) : NULL;
-    if (cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL || cs->srcs == NULL || cs->xa == NULL ||
-        cs->xb == NULL || cs->next == NULL || cs->pieces == NULL || cs->sbuf == NULL ||
-        cs->rbuf == NULL || cs->slen == NULL || cs->rlen == NULL || (n > 1 && cs->scratch == NULL)) {
-        comm->coll_state = cs;
-        tp_coll_comm_fini(comm);
-        return TP_ERR_NO_MEMORY;
-    }
-    comm->coll_state = cs;
-    return TP_OK;
-}
-
-void tp_coll_comm_fini(tp_comm_t *comm)
-{
-    coll_state_t *cs = comm->coll_state;
-    if (cs == NULL) return;
-    free(cs->pool);
-    free(cs->send_seq);
-    free(cs->recv_seq);
-    free(cs->srcs);
-    free(cs->xa);
-    free(cs->xb);
-    free(cs->next);
-    free(cs->pieces);
-    free(cs->sbuf);
-    free(cs->rbuf);
-    free(cs->slen);
-    free(cs->rlen);
-    free(cs->scratch);
-    free(cs);
-    comm->coll_state = NULL;
-}
-
-void coll_begin(coll_call_t *c, tp_comm_t *comm, tp_coll_kind_t coll, tp_dtype_t dtype, tp_op_t op, uint64_t count,
-                int root)
-{
+    tp_comm_t *comm = cs->comm;
     c->comm = comm;
-    c->cs = comm->coll_state;
+    c->cs = cs;
+    c->dev = dev;
     c->cs->pool_used = 0;
     c->part_bytes = comm->world->part_bytes;
     c->id = (tp_frame_id_t){.coll = coll, .dtype = dtype, .op = op, .comm_id = comm->comm_id, .root = root,
@@ -127,7 +76,6 @@ tp_status_t coll_fail(coll_call_t *c, tp_status_t s)
 {
     tp_transports_cancel(c->comm->world);
     if (s == TP_ERR_DESYNC || s == TP_ERR_PROTOCOL) coll_report_failure(c);
-    if (tp_status_scope(s) >= TP_SCOPE_PEER && c->cs->failed == TP_OK) c->cs->failed = s;
     return s;
 }
 
@@ -173,7 +121,7 @@ static tp_status_t pairwise_in_place(coll_call_t *c, int only, void *const *buf,
                 size_t k = next_copy[p], off = k * pb, l = len[p] - off < pb ? len[p] - off : pb;
                 tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
                 if (!x->complete || (!sx[p]->complete && sx[p]->done < off + l)) break;
-                memcpy((char *)buf[p] + off, x->buf, l);
+                if ((s = c->dev->copy((char *)buf[p] + off, x->buf, l, NULL)) != TP_OK) break;
                 next_copy[p]++;
                 if (k + COLL_WINDOW < parts) { /* reuse the slot for the part after the window */
                     size_t k2 = k + COLL_WINDOW, off2 = k2 * pb, l2 = len[p] - off2 < pb ? len[p] - off2 : pb;

@@ -36,18 +36,6 @@ const char *tp_coll_name(tp_coll_kind_t coll)
     return (int)coll >= 1 && coll <= TP_COLL_KIND_MAX ? names[coll] : "unknown";
 }
 
-const char *tp_dtype_name(tp_dtype_t dtype)
-{
-    static const char *const names[] = {"bytes", "f32", "f64", "bf16", "f16", "i32", "i64"};
-    return (int)dtype >= 0 && dtype <= TP_I64 ? names[dtype] : "unknown";
-}
-
-const char *tp_op_name(tp_op_t op)
-{
-    static const char *const names[] = {"sum", "max", "min"};
-    return (int)op >= 0 && op <= TP_MIN ? names[op] : "unknown";
-}
-
 void tp_frame_pack(uint8_t h[TP_FRAME_HEADER_BYTES], const tp_frame_id_t *id, uint8_t step)
 {
     memset(h, 0, TP_FRAME_HEADER_BYTES);

@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "runtime_dtype.h"
 #include "tp_provider.h"
 
 #define TP_FRAME_MAGIC 0x31465054u /* "TPF1" */
@@ -36,8 +37,6 @@ typedef struct tp_frame_id {
 } tp_frame_id_t;
 
 const char *tp_coll_name(tp_coll_kind_t coll);
-const char *tp_dtype_name(tp_dtype_t dtype);
-const char *tp_op_name(tp_op_t op);
 
 /* Writes a header template for one step of a call (part and size zero). */
 void tp_frame_pack(uint8_t header[TP_FRAME_HEADER_BYTES], const tp_frame_id_t *id, uint8_t step);

@@ -12,7 +12,9 @@
 #define COLL_SMALL_BYTES 65536   /* all_reduce: (size - 1) * bytes up to this goes in one round */
 #define COLL_XFERS_PER_PEER (COLL_WINDOW + 4)
 
+/* The host engine's state on one comm (its comm_state as a collective provider). */
 typedef struct coll_state {
+    tp_comm_t *comm;
     tp_xfer_t *pool; /* transfers of the call in progress */
     int pool_len, pool_used;
     uint8_t *scratch; /* size * COLL_WINDOW slots of part_bytes, by comm rank; untouched until needed */
@@ -24,20 +26,19 @@ typedef struct coll_state {
     size_t *slen, *rlen;
     tp_xfer_t **xa, **xb;
     size_t *next;
-    tp_status_t failed; /* sticky: a comm that failed a call fails the next ones alike */
-    int from_split;
 } coll_state_t;
 
 typedef struct coll_call {
     tp_comm_t *comm;
     coll_state_t *cs;
+    const tp_device_ops_t *dev; /* owns the call's buffers: every copy and reduction on them goes through it */
     tp_frame_id_t id;
     size_t part_bytes;
 } coll_call_t;
 
-/* Starts a call: identity, sequence number, empty pool. */
-void coll_begin(coll_call_t *c, tp_comm_t *comm, tp_coll_kind_t coll, tp_dtype_t dtype, tp_op_t op, uint64_t count,
-                int root);
+/* Starts a call on the buffers of device dev: identity, sequence number, empty pool. */
+void coll_begin(coll_call_t *c, coll_state_t *cs, const tp_device_ops_t *dev, tp_coll_kind_t coll, tp_dtype_t dtype,
+                tp_op_t op, uint64_t count, int root);
 /* A transfer to or from comm rank peer (send: all of buf ready unless the caller lowers ready). */
 tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len,
                      uint32_t first_part, size_t part_bytes);
@@ -46,7 +47,7 @@ tp_status_t coll_post(coll_call_t *c, tp_xfer_t *x);
 tp_status_t coll_progress(coll_call_t *c);
 /* Waits until every transfer of the call is complete. */
 tp_status_t coll_wait_all(coll_call_t *c);
-/* Ends a failed call: drops its transfers and makes the comm fail alike from now on. */
+/* Ends a failed call: drops its transfers and tells the peers when they disagree on it. */
 tp_status_t coll_fail(coll_call_t *c, tp_status_t s);
 uint8_t *coll_slot(coll_call_t *c, int peer, int k);
 
@@ -80,5 +81,8 @@ tp_status_t coll_all_reduce(coll_call_t *c, const void *send, void *recv, size_t
 tp_status_t coll_reduce_scatter(coll_call_t *c, const void *send, void *recv, size_t count);
 
 int coll_overlap(const void *a, size_t alen, const void *b, size_t blen);
+
+/* The host engine's side of tp_comm_split: every rank's (color, key) into all, in comm rank order; *seq the call's. */
+tp_status_t coll_split_exchange(coll_state_t *cs, int32_t *all, uint64_t *seq);
 
 #endif

@@ -20,10 +20,12 @@ libtp_la_SOURCES += \
 	runtime/runtime_world.h
 libtp_la_SOURCES += \
 	runtime/runtime_transports.c runtime/runtime_transports.h \
-	runtime/coll_api.c runtime/coll_p2p.c runtime/coll_engine.c runtime/coll_internal.h \
+	runtime/runtime_devices.c runtime/runtime_devices.h \
+	runtime/runtime_dtype.c runtime/runtime_dtype.h \
+	runtime/coll_api.c runtime/coll_p2p.c runtime/coll_dispatch.c runtime/coll_dispatch.h \
+	runtime/coll_host.c runtime/coll_engine.c runtime/coll_internal.h \
 	runtime/coll_algos.c runtime/coll_allreduce.c \
-	runtime/coll_frame.c runtime/coll_frame.h \
-	runtime/coll_reduce.c runtime/coll_reduce.h
+	runtime/coll_frame.c runtime/coll_frame.h
 # PMIx: built against its headers, dlopen'd only by ranks a PMIx server started (linking it would load it in
 # every rank and slow tprun's launch).
 libtp_la_CPPFLAGS = $(AM_CPPFLAGS) $(TP_PMIX_CFLAGS)

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "coll_frame.h"
-#include "coll_reduce.h"
+#include "host_reduce.h"
 #include "runtime_transports.h"
 
 #include "unit_check.h"

@@ -1,5 +1,5 @@
-/* coll_reduce.c: rank-order reductions; blocks of elements keep an accumulator so dst may alias a source. */
-#include "coll_reduce.h"
+/* host_reduce.c: rank-order reductions; blocks of elements keep an accumulator so dst may alias a source. */
+#include "host_reduce.h"
 
 #include <string.h>
 
@@ -62,11 +62,6 @@ uint16_t tp_f32_to_f16(float f)
     }
     uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
     return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op)
-{
-    return dtype >= TP_F32 && dtype <= TP_I64 && (op == TP_SUM || op == TP_MAX || op == TP_MIN);
 }
 
 /* NaN propagates: a NaN accumulator stays, a NaN operand replaces it. */

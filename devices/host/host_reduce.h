@@ -1,20 +1,17 @@
-/* coll_reduce.h: element-wise reductions in rank order, and the bf16/f16 conversions they use. */
-#ifndef COLL_REDUCE_H
-#define COLL_REDUCE_H
+/* host_reduce.h: the host device's element-wise reductions in rank order, and the bf16/f16 conversions they use. */
+#ifndef HOST_REDUCE_H
+#define HOST_REDUCE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tp.h"
+#include "tp_provider.h"
 
 float tp_bf16_to_f32(uint16_t h);
 /* Rounds to nearest even; NaN stays NaN (quiet), overflow gives infinity. */
 uint16_t tp_f32_to_bf16(float f);
 float tp_f16_to_f32(uint16_t h);
 uint16_t tp_f32_to_f16(float f);
-
-/* Whether an op applies to a type (TP_BYTES and unknown ones do not reduce). */
-int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op);
 
 /*
  * dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ..., in f32 for bf16 and f16 (rounded once at the end);

@@ -1,0 +1,125 @@
+/* coll_dispatch.c: the ordered collective provider list; per call, the first that takes the buffers' memory type. */
+#include <stdlib.h>
+
+#include "coll_dispatch.h"
+#include "runtime_devices.h"
+
+/* Most specific first: the built-in host engine takes host memory and every call, so it stays last. */
+static const tp_coll_ops_t *providers[TP_COLL_PROVIDERS_MAX] = {&tp_host_coll_ops};
+static int n_providers = 1;
+
+tp_status_t tp_coll_provider_add(const tp_coll_ops_t *ops)
+{
+    if (ops == NULL || ops->abi_version != TP_COLL_ABI || ops->ops_size != sizeof(tp_coll_ops_t)) {
+        tp_log(TP_LOG_ERROR, "coll",
+               "collective provider %s: built for collective ABI %u (%u bytes), this libtp has %u (%zu bytes)",
+               ops != NULL && ops->name != NULL ? ops->name : "(null)", ops != NULL ? ops->abi_version : 0,
+               ops != NULL ? ops->ops_size : 0, TP_COLL_ABI, sizeof(tp_coll_ops_t));
+        return TP_ERR_INVALID;
+    }
+    if (n_providers == TP_COLL_PROVIDERS_MAX) {
+        tp_log(TP_LOG_ERROR, "coll", "collective provider %s: the list is full (%d providers)", ops->name,
+               TP_COLL_PROVIDERS_MAX);
+        return TP_ERR_NO_MEMORY;
+    }
+    for (int i = n_providers; i > 0; i--) providers[i] = providers[i - 1];
+    providers[0] = ops;
+    n_providers++;
+    return TP_OK;
+}
+
+int tp_coll_streams_taken(void)
+{
+    for (int i = 0; i < n_providers; i++)
+        if (providers[i]->streams) return 1;
+    return 0;
+}
+
+tp_status_t tp_coll_comm_init(tp_comm_t *comm)
+{
+    coll_comm_t *cc = calloc(1, sizeof(*cc));
+    if (cc == NULL) return TP_ERR_NO_MEMORY;
+    comm->coll_state = cc;
+    for (; cc->n < n_providers; cc->n++) {
+        cc->ops[cc->n] = providers[cc->n];
+        tp_status_t s = cc->ops[cc->n]->comm_create(comm, &cc->state[cc->n]);
+        if (s != TP_OK) {
+            tp_coll_comm_fini(comm);
+            return s;
+        }
+    }
+    return TP_OK;
+}
+
+void tp_coll_comm_fini(tp_comm_t *comm)
+{
+    coll_comm_t *cc = comm->coll_state;
+    if (cc == NULL) return;
+    for (int i = cc->n - 1; i >= 0; i--) cc->ops[i]->comm_destroy(cc->state[i]);
+    free(cc);
+    comm->coll_state = NULL;
+}
+
+const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_args_t *args, const void *a, const void *b,
+                                    void **state)
+{
+    tp_mem_type_t ta = TP_MEM_HOST, tb = TP_MEM_HOST;
+    const tp_device_ops_t *da = a != NULL ? tp_device_of(a, &ta) : NULL;
+    const tp_device_ops_t *db = b != NULL ? tp_device_of(b, &tb) : NULL;
+    if (da != NULL && db != NULL && (da != db || ta != tb)) {
+        tp_log(TP_LOG_ERROR, "coll",
+               "%s: the buffers are on two devices (%s memory of %s, %s memory of %s): give "
+               "both on one",
+               fn, tp_mem_type_name(ta), da->name, tp_mem_type_name(tb), db->name);
+        return NULL;
+    }
+    args->device = db != NULL ? db : da != NULL ? da : &tp_host_device_ops;
+    args->mem_type = db != NULL ? tb : ta;
+    for (int i = 0; i < cc->n; i++) {
+        const tp_coll_ops_t *ops = cc->ops[i];
+        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call))) {
+            *state = cc->state[i];
+            return ops;
+        }
+    }
+    tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s", fn,
+           tp_mem_type_name(args->mem_type), args->device->name);
+    return NULL;
+}
+
+/* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream. */
+tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b)
+{
+    coll_comm_t *cc = comm->coll_state;
+    void *state;
+    const tp_coll_ops_t *ops = tp_coll_choose(cc, fn, args, a, b, &state);
+    if (ops == NULL) return TP_ERR_UNSUPPORTED;
+    if (args->stream != NULL && !ops->streams) {
+        tp_log(TP_LOG_ERROR, "coll", "%s: stream must be NULL: collective provider %s has no streams", fn, ops->name);
+        return TP_ERR_UNSUPPORTED;
+    }
+    tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
+                                ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
+                                ops->recv,       ops->exchange};
+    return tp_coll_finish(cc, fns[args->call](state, args));
+}
+
+tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s)
+{
+    if (tp_status_scope(s) >= TP_SCOPE_PEER && cc->failed == TP_OK) cc->failed = s;
+    return s;
+}
+
+void *tp_coll_host_state(coll_comm_t *cc)
+{
+    for (int i = 0; i < cc->n; i++)
+        if (cc->ops[i] == &tp_host_coll_ops) return cc->state[i];
+    return NULL;
+}
+
+tp_status_t tp_coll_unsupported(void *comm_state, const tp_coll_args_t *args)
+{
+    (void)comm_state;
+    (void)args;
+    return TP_ERR_UNSUPPORTED;
+}

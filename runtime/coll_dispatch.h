@@ -1,0 +1,35 @@
+/* coll_dispatch.h: the collective providers, each comm's state in every one, and the choice of one per call. */
+#ifndef COLL_DISPATCH_H
+#define COLL_DISPATCH_H
+
+#include "runtime_world.h"
+
+#define TP_COLL_PROVIDERS_MAX 4
+
+/* What tp_comm_t's coll_state points at. */
+typedef struct coll_comm {
+    tp_status_t failed; /* sticky: a comm that failed a call fails the next ones alike */
+    int from_split;
+    int n;
+    const tp_coll_ops_t *ops[TP_COLL_PROVIDERS_MAX];
+    void *state[TP_COLL_PROVIDERS_MAX];
+} coll_comm_t;
+
+/* Puts a provider ahead of those listed, for comms made from now on; refuses a wrong ABI or a full list. */
+tp_status_t tp_coll_provider_add(const tp_coll_ops_t *ops);
+/* Whether any provider orders calls on a stream (none does yet: a stream argument is refused by name). */
+int tp_coll_streams_taken(void);
+/*
+ * Fills args->device and args->mem_type from the buffers a and b (either may be NULL) and returns the comm's
+ * provider for that memory type and call with its state in *state; NULL (logged, naming fn) when none takes it.
+ */
+const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_args_t *args, const void *a, const void *b,
+                                    void **state);
+/* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream. */
+tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b);
+/* Ends a call: a failure that reaches past this call makes the comm fail alike from now on. */
+tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s);
+/* The built-in host engine's state on a comm (tp_comm_split's exchange runs on it). */
+void *tp_coll_host_state(coll_comm_t *cc);
+
+#endif

@@ -1,0 +1,45 @@
+/* runtime_devices.c: the ordered device list; per buffer, the first device that claims it owns it. */
+#include "runtime_devices.h"
+
+/* Most specific first: the host device claims every pointer, so it stays last. */
+static const tp_device_ops_t *devices[TP_DEVICES_MAX] = {&tp_host_device_ops};
+static int n_devices = 1;
+
+const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type)
+{
+    for (int i = 0; i < n_devices; i++)
+        if (devices[i]->mem_query(ptr, type)) return devices[i];
+    *type = TP_MEM_HOST;
+    return &tp_host_device_ops;
+}
+
+tp_status_t tp_device_add(const tp_device_ops_t *ops)
+{
+    if (ops == NULL || ops->abi_version != TP_DEVICE_ABI || ops->ops_size != sizeof(tp_device_ops_t)) {
+        tp_log(TP_LOG_ERROR, "device", "device %s: built for device ABI %u (%u bytes), this libtp has %u (%zu bytes)",
+               ops != NULL && ops->name != NULL ? ops->name : "(null)", ops != NULL ? ops->abi_version : 0,
+               ops != NULL ? ops->ops_size : 0, TP_DEVICE_ABI, sizeof(tp_device_ops_t));
+        return TP_ERR_INVALID;
+    }
+    if (n_devices == TP_DEVICES_MAX) {
+        tp_log(TP_LOG_ERROR, "device", "device %s: the list is full (%d devices)", ops->name, TP_DEVICES_MAX);
+        return TP_ERR_NO_MEMORY;
+    }
+    for (int i = n_devices; i > 0; i--) devices[i] = devices[i - 1];
+    devices[0] = ops;
+    n_devices++;
+    return TP_OK;
+}
+
+const char *tp_mem_type_name(tp_mem_type_t type)
+{
+    static const char *const names[] = {"host", "cuda", "hip"};
+    return (int)type >= 0 && type < TP_MEM_TYPES ? names[type] : "unknown";
+}
+
+tp_status_t tp_device_unsupported_stream(tp_stream_t *stream, tp_device_event_t **event)
+{
+    (void)stream;
+    (void)event;
+    return TP_ERR_UNSUPPORTED;
+}

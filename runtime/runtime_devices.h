@@ -1,0 +1,15 @@
+/* runtime_devices.h: the devices, and which one owns a buffer. */
+#ifndef RUNTIME_DEVICES_H
+#define RUNTIME_DEVICES_H
+
+#include "tp_provider.h"
+
+#define TP_DEVICES_MAX 8
+
+/* The device that owns ptr (the first whose mem_query claims it; the host device claims the rest). */
+const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type);
+/* Puts a device ahead of those listed, so it is asked first; refuses a wrong ABI or a full list. */
+tp_status_t tp_device_add(const tp_device_ops_t *ops);
+const char *tp_mem_type_name(tp_mem_type_t type);
+
+#endif
