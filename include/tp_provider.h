@@ -228,7 +228,8 @@ typedef struct tp_transport_ops {
      * (the runtime waits only when this is the one transport open; with several it polls event_fds). */
     tp_status_t (*progress)(void *state, int wait, int *moved);
     /* The fds a wait may block on (with their events) for what is queued now, so a rank with several transports
-     * blocks in one poll over all of them; returns how many (0: nothing to wait for, -1: cannot be waited on). */
+     * blocks in one poll over all of them; fills at most max and returns how many there are (more than max: the
+     * runtime asks again with room), 0 when nothing is queued, -1 when it cannot be waited on (it is then polled). */
     int (*event_fds)(void *state, struct pollfd *fds, int max);
     /* Drops every queued transfer after a failed call; peers with a frame half moved are not used again. */
     void (*cancel)(void *state);

@@ -397,8 +397,9 @@ tp_status_t tp_transports_post(tp_world_t *w, tp_xfer_t *x)
     int k = t->peer_tr[x->peer];
     if (k < 0) return TP_ERR_INVALID;
     if ((unsigned)x->mem >= TP_MEM_TYPES || !(t->caps[k].mem_types & (1u << x->mem))) {
-        tp_log(TP_LOG_ERROR, "transport", "%s cannot move memory of type %d (to or from rank %d)", t->ops[k]->name,
-               (int)x->mem, x->peer);
+        static const char *const names[TP_MEM_TYPES] = {"host", "CUDA", "HIP"};
+        tp_log(TP_LOG_ERROR, "transport", "%s cannot move %s memory (to or from rank %d)", t->ops[k]->name,
+               (unsigned)x->mem < TP_MEM_TYPES ? names[x->mem] : "unknown", x->peer);
         return TP_ERR_UNSUPPORTED;
     }
     return t->ops[k]->post(t->state[k], x);

@@ -1,4 +1,5 @@
 /* transport_unit: reach priority picking, the per-pair data's encoding, and what tp_transport_register refuses. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,9 +62,16 @@ static void test_pairs(void)
     free(buf);
 }
 
-static tp_status_t fake_open(const tp_transport_env_t *env, void **state, char *address, size_t len)
+/* "unit": TCP underneath, reaching the odd ranks only, with a priority above TCP's. */
+static tp_status_t unit_open(const tp_transport_env_t *env, void **state, char *address, size_t len)
 {
-    return TP_ERR_UNSUPPORTED;
+    extern const tp_transport_ops_t tp_tcp_ops;
+    return tp_tcp_ops.open(env, state, address, len);
+}
+
+static int unit_reach(void *state, const tp_peer_view_t *peer)
+{
+    return peer->address != NULL && peer->rank % 2 == 1 ? 3 : TP_REACH_NO;
 }
 
 static void test_register(void)
@@ -84,8 +92,45 @@ static void test_register(void)
     static tp_transport_ops_t good;
     good = tp_tcp_ops;
     good.name = "unit";
-    good.open = fake_open;
+    good.open = unit_open;
+    good.reach = unit_reach;
     CHECK(tp_transport_register(&good) == TP_OK, "a complete table is taken");
+}
+
+/*
+ * Rank 0 of 5 with tcp and "unit" open (TP_TRANSPORTS=spec): unit wins the odd ranks (a higher priority), tcp the
+ * others. Rank no_tcp (-1: none) published no tcp address.
+ */
+static void test_select(const char *spec, int no_tcp, const char *const *want, tp_status_t want_status)
+{
+    static uint8_t key[TP_JOB_KEY_BYTES];
+    tp_world_t *w = calloc(1, sizeof(*w));
+    w->rank = 0;
+    w->size = 5;
+    w->job_key[0] = key[0];
+    w->boot_timeout_s = 1;
+    snprintf(w->transports, sizeof(w->transports), "%s", spec);
+    snprintf(w->boot_host, sizeof(w->boot_host), "127.0.0.1");
+    CHECK(tp_transports_open(w) == TP_OK, "%s: open", spec);
+    w->peers = calloc(5, sizeof(*w->peers));
+    for (int r = 0; r < 5; r++) {
+        snprintf(w->peers[r].host, sizeof(w->peers[r].host), "h%d", r);
+        snprintf(w->peers[r].addresses, sizeof(w->peers[r].addresses), "%s",
+                 r == no_tcp ? "unit=127.0.0.1:9" : "tcp=127.0.0.1:9;unit=127.0.0.1:9");
+    }
+    CHECK(tp_transports_select(w) == want_status, "%s: select", spec);
+    for (int r = 0; want_status == TP_OK && r < 5; r++) {
+        int ip = -1;
+        const char *got = tp_transports_name(w, r, &ip);
+        CHECK(strcmp(got, want[r]) == 0 && ip == (r != 0), "%s: rank %d over %s, expected %s", spec, r, got, want[r]);
+    }
+    if (want_status == TP_OK) { /* memory a transport cannot move is refused before it gets there */
+        tp_xfer_t x = {.peer = 1, .is_send = 1, .mem = TP_MEM_CUDA};
+        CHECK(tp_transports_post(w, &x) == TP_ERR_UNSUPPORTED, "%s: CUDA memory over a host-only transport", spec);
+    }
+    tp_transports_close(w);
+    free(w->peers);
+    free(w);
 }
 
 int main(void)
@@ -93,6 +138,14 @@ int main(void)
     test_pick();
     test_pairs();
     test_register();
+    static const char *const both[] = {"self", "unit", "tcp", "unit", "tcp"};
+    static const char *const tcp_only[] = {"self", "tcp", "tcp", "tcp", "tcp"};
+    test_select("", -1, both, TP_OK);
+    test_select("tcp,unit", -1, both, TP_OK); /* priority, not TP_TRANSPORTS order, decides */
+    test_select("^unit", -1, tcp_only, TP_OK);
+    test_select("", 3, both, TP_OK);                       /* unit reaches rank 3 anyway */
+    test_select("", 2, both, TP_ERR_UNSUPPORTED);          /* nobody reaches rank 2 */
+    test_select("^unit", 3, tcp_only, TP_ERR_UNSUPPORTED); /* nor rank 3 without unit */
     if (failures == 0) printf("transport_unit: all checks passed\n");
     return failures == 0 ? 0 : 1;
 }
