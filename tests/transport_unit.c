@@ -55,7 +55,8 @@ static void test_pairs(void)
         CHECK(ok || why[0] != '\0', "cut at %zu refused without a reason", cut);
     }
     buf[len - TP_TRANSPORT_PAIR_MAX - 4] = 1; /* the last blob's length (little-endian), one past the maximum */
-    CHECK(tp_pairs_parse(buf, len, 6, &out, &n, why, sizeof(why)) == TP_ERR_PROTOCOL, "a blob over the maximum");
+    CHECK(tp_pairs_parse(buf, len, 6, &out, &n, why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "out of range"),
+          "a blob over the maximum: %s", why);
     uint8_t noname[13] = {0};
     CHECK(tp_pairs_parse(noname, sizeof(noname), 6, &out, &n, why, sizeof(why)) == TP_ERR_PROTOCOL,
           "a blob without a transport name");
