@@ -12,6 +12,8 @@
 extern "C" {
 #endif
 
+struct pollfd; /* <poll.h>: only transports that implement event_fds need it */
+
 /* ---- Logging: one facility, each record one write() ---- */
 
 typedef enum tp_log_level {
@@ -130,9 +132,11 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 1
+#define TP_TRANSPORT_ABI 2
+#define TP_TRANSPORT_ADDRESS_MAX 2048 /* bytes of text a transport publishes (a GID list fits) */
+#define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
-/* What a transport learns of the job when it opens. */
+/* What a transport learns of the job when it opens; its own settings it reads itself (tp_config). */
 typedef struct tp_transport_env {
     int rank; /* world rank */
     int size;
@@ -140,12 +144,42 @@ typedef struct tp_transport_env {
     double connect_timeout_s;
     int spin_us;
     uint64_t part_bytes;
-    const char *advertise_ip; /* where peers reach this rank; "" when unknown */
-    const char *boot_host;    /* rank 0's bootstrap host: a loopback one keeps listeners on loopback */
-    /* A socket transport tells the runtime each peer's connection as made: its local and remote "ip:port". */
-    void (*on_connected)(void *ctx, int peer, const char *local, const char *remote);
-    void *on_connected_ctx;
+    const char *ip; /* this rank's IPv4 address as peers reach it (its bootstrap connection's local end); "" unknown */
+    int on_loopback; /* rank 0's bootstrap is on loopback: every rank runs on this host */
+    /* A transport that connects over IP reports each connection as made (each end's "ip:port"), one call at a time;
+     * the runtime's interface report and NCCL_SOCKET_IFNAME come from it. NULL: nobody listens. */
+    void (*connected)(void *ctx, int peer, const char *local, const char *remote);
+    void *connected_ctx;
 } tp_transport_env_t;
+
+/* What a transport sees of one peer when it decides whether and how to reach it. */
+typedef struct tp_peer_view {
+    int rank;        /* world rank */
+    int same_host;   /* the launcher named the same host */
+    int same_kernel; /* same boot id and pid namespace: its pid is valid here (pidfd, process_vm_readv) */
+    const char *host;
+    const char *ip;      /* where its bootstrap connection came from */
+    const char *address; /* what this transport published on that rank; NULL when it did not open there */
+} tp_peer_view_t;
+
+/* How a transport reaches one peer, given to connect (an array by world rank). */
+typedef struct tp_transport_peer {
+    int use;                    /* this transport was chosen for the peer (the other fields are for those) */
+    const tp_peer_view_t *view;
+    const char *dial;           /* TP_TRANSPORT_IP_ENDPOINTS: "ip:port,..." to try, best first; else view->address */
+    const void *pair;           /* what the peer's pair_info wrote for this rank; NULL when nothing */
+    size_t pair_len;
+} tp_transport_peer_t;
+
+#define TP_TRANSPORT_IP_ENDPOINTS 1u /* its address is "ip:port": the runtime picks the interfaces to dial */
+
+typedef struct tp_transport_caps {
+    uint32_t mem_types; /* bit (1u << tp_mem_type_t) for each memory type post can move */
+    uint32_t flags;     /* TP_TRANSPORT_* */
+} tp_transport_caps_t;
+
+/* reach's answer for a peer it cannot reach; any positive priority can, and the highest of the transports wins. */
+#define TP_REACH_NO 0
 
 /*
  * One transfer: a message of len bytes to or from one peer, moved as frames of at most part_bytes payload,
@@ -161,6 +195,7 @@ typedef struct tp_xfer {
     size_t ready;      /* send: bytes of buf that may go now (the caller raises it as data is produced) */
     size_t part_bytes; /* payload per frame */
     uint32_t first_part;
+    tp_mem_type_t mem; /* where buf lives: post refuses a type the transport's caps lack */
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */
@@ -169,29 +204,50 @@ typedef struct tp_xfer {
     uint8_t wire[TP_FRAME_HEADER_BYTES];
 } tp_xfer_t;
 
+/* Every op is set: an unsupported one points at its tp_transport_unsupported_* stub. */
 typedef struct tp_transport_ops {
     uint32_t abi_version; /* TP_TRANSPORT_ABI */
     uint32_t ops_size;    /* sizeof(tp_transport_ops_t) when built */
-    const char *name;     /* as in TP_TRANSPORTS and addresses ("tcp") */
-    /* Before the bootstrap: set up listening; writes the address peers use into address. */
+    const char *name;     /* as in TP_TRANSPORTS and the report ("tcp") */
+    /* Before the bootstrap (a device transport may find no device): sets up listening and writes the text peers
+     * need to reach this rank (printable, no ';', at most TP_TRANSPORT_ADDRESS_MAX bytes) into address. */
     tp_status_t (*open)(const tp_transport_env_t *env, void **state, char *address, size_t address_len);
-    /* Whether this transport can reach a peer that published address (NULL when it published none). */
-    int (*can_reach)(void *state, int peer, const char *address);
-    /* Connects to every peer with use[peer] set (addresses[peer] is its published address); blocks. */
-    tp_status_t (*connect)(void *state, const int *use, const char *const *addresses);
+    /* After open: what post can move (host or device memory), so the runtime never hands it what it cannot. */
+    void (*caps)(void *state, tp_transport_caps_t *caps);
+    /* Whether and how well it reaches a peer (shm: same_kernel; verbs: a shared subnet): a priority, or
+     * TP_REACH_NO. Must give both ends of a pair the same answer: the two sides connect with what they chose. */
+    int (*reach)(void *state, const tp_peer_view_t *peer);
+    /* Per-pair connection data (verbs: a QP number and PSN per peer), exchanged through the bootstrap before
+     * connect; writes at most *len bytes for peer and sets *len. Only asked for peers it was chosen for. */
+    tp_status_t (*pair_info)(void *state, const tp_peer_view_t *peer, void *data, size_t *len);
+    /* Connects to every peer with peers[p].use set (with what each peer wrote this rank in pair_info); blocks. */
+    tp_status_t (*connect)(void *state, const tp_transport_peer_t *peers);
     /* Queues a transfer; nothing moves until progress. */
     tp_status_t (*post)(void *state, tp_xfer_t *xfer);
-    /* Moves what it can; with wait set and nothing moved, spins then blocks until something moves. */
-    tp_status_t (*progress)(void *state, int wait);
+    /* Moves what it can and sets *moved; with wait set and nothing moved, spins then blocks until something does
+     * (the runtime waits only when this is the one transport open; with several it polls event_fds). */
+    tp_status_t (*progress)(void *state, int wait, int *moved);
+    /* The fds a wait may block on (with their events) for what is queued now, so a rank with several transports
+     * blocks in one poll over all of them; fills at most max and returns how many there are (more than max: the
+     * runtime asks again with room), 0 when nothing is queued, -1 when it cannot be waited on (it is then polled). */
+    int (*event_fds)(void *state, struct pollfd *fds, int max);
     /* Drops every queued transfer after a failed call; peers with a frame half moved are not used again. */
     void (*cancel)(void *state);
-    /* Registers memory for zero-copy transports (tp_transport_unsupported_register where not needed). */
+    /* Registers memory for zero-copy transports (verbs needs the lkey/rkey of an ibv_reg_mr). */
     tp_status_t (*mem_register)(void *state, void *buf, size_t len, void **handle);
+    /* Releases what mem_register returned. */
+    void (*mem_deregister)(void *state, void *handle);
     void (*close)(void *state);
 } tp_transport_ops_t;
 
-/* The one stub every transport points unsupported ops at. */
+/* The shared stubs for unsupported ops (pair_info: needs no per-pair data; event_fds: cannot be waited on). */
+tp_status_t tp_transport_unsupported_pair_info(void *state, const tp_peer_view_t *peer, void *data, size_t *len);
+int tp_transport_unsupported_event_fds(void *state, struct pollfd *fds, int max);
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle);
+void tp_transport_unsupported_deregister(void *state, void *handle);
+
+/* Adds a transport built outside libtp (an engine's own, a test's) after the built-in ones; before tp_init. */
+tp_status_t tp_transport_register(const tp_transport_ops_t *ops);
 
 /* ---- Devices: where a buffer lives and how it is copied and reduced; one const ops table each ---- */
 

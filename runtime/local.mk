@@ -14,6 +14,7 @@ libtp_la_SOURCES += \
 	runtime/runtime_fate.c runtime/runtime_fate.h \
 	runtime/runtime_iface.c runtime/runtime_iface.h \
 	runtime/runtime_init.c \
+	runtime/runtime_pairs.c runtime/runtime_pairs.h \
 	runtime/runtime_pmix.c runtime/runtime_pmix.h runtime/runtime_pmix_compat.h \
 	runtime/runtime_record.c runtime/runtime_record.h \
 	runtime/runtime_wire.c runtime/runtime_wire.h \

@@ -264,14 +264,15 @@ static void report(const tp_world_t *w, const char *fmt, ...)
 }
 
 /* A peer reached without a network interface (shm, or TCP when the whole job is on loopback). */
-static void report_same_host(const tp_world_t *w, int p, const char *(*transport_of)(const tp_world_t *, int))
+static void report_same_host(const tp_world_t *w, int p, const char *(*transport_of)(const tp_world_t *, int, int *))
 {
-    const char *name = transport_of(w, p);
+    int ip = 0;
+    const char *name = transport_of(w, p, &ip);
     report(w, "rank %d (host %s): %s, the same host (%s)", p, w->peers[p].host, name,
-           strcmp(name, "tcp") == 0 ? "over loopback 127.0.0.1" : "no network interface");
+           ip ? "over loopback 127.0.0.1" : "no network interface");
 }
 
-void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t *w, int peer))
+void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t *w, int peer, int *ip_endpoints))
 {
     tp_iface_state_t *st = w->iface_state;
     int rep = 0;

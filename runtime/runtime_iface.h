@@ -59,8 +59,10 @@ void tp_iface_choose(struct tp_world *w, int p, char *addr, size_t len);
 void tp_iface_connected(void *ctx, int peer, const char *local, const char *remote);
 /* After the mesh is up (every TCP connect on a chosen address succeeded): prints the decision with
  * TP_REPORT_BINDINGS, and exports NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (unless already set).
- * transport_of names the transport that reaches a peer (the report's line for a peer on the same host). */
-void tp_iface_finish(struct tp_world *w, const char *(*transport_of)(const struct tp_world *w, int peer));
+ * transport_of names the transport that reaches a peer and whether it runs over IP (the report's line for a peer on
+ * the same host). */
+void tp_iface_finish(struct tp_world *w,
+                     const char *(*transport_of)(const struct tp_world *w, int peer, int *ip_endpoints));
 void tp_iface_free(struct tp_world *w);
 
 #endif

@@ -183,6 +183,8 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
         close(w->boot_listen_fd); /* every rank checked in: nobody else may connect */
         w->boot_listen_fd = -1;
     }
+    /* Chosen per peer once the table is in; per-pair data crosses the bootstrap sockets before fate owns them. */
+    if ((s = tp_transports_select(w)) != TP_OK || (s = tp_transports_exchange(w)) != TP_OK) goto err_boot_fds;
     if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
     if ((s = tp_transports_connect(w)) != TP_OK) goto err_transports;
     tp_iface_finish(w, tp_transports_name); /* before the engine creates NCCL or Gloo: they see the same interfaces */
@@ -201,6 +203,9 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     lib_state = LIB_ACTIVE;
     *world_out = comm;
     return TP_OK;
+err_boot_fds: /* fate has not taken them: closing them tells rank 0 (or every rank) that this one failed */
+    for (int r = 0; r < w->size; r++)
+        if (w->fate_fds[r] >= 0) close(w->fate_fds[r]);
 err_transports:
     tp_transports_close(w);
 err_world:
@@ -253,23 +258,4 @@ const char *tp_comm_setting(const tp_comm_t *c, const char *key)
     for (int i = 0; i < c->world->num_settings; i++)
         if (strcmp(c->world->settings[i].key, key) == 0) return c->world->settings[i].value;
     return NULL;
-}
-
-int tp_peer_address(const tp_peer_record_t *peer, const char *transport, char *out, size_t out_len)
-{
-    size_t tlen = strlen(transport);
-    const char *p = peer->addresses;
-    while (*p) {
-        const char *end = strchr(p, ';');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len > tlen && strncmp(p, transport, tlen) == 0 && p[tlen] == '=') {
-            size_t alen = len - tlen - 1;
-            if (alen >= out_len) return 0;
-            memcpy(out, p + tlen + 1, alen);
-            out[alen] = '\0';
-            return 1;
-        }
-        p += len + (end ? 1 : 0);
-    }
-    return 0;
 }

@@ -106,7 +106,7 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
     const char *p = *text;
     memset(out, 0, sizeof(*out));
     unsigned seen = 0;
-    char line[TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + TP_ADDRS_MAX + 16];
+    char line[TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + TP_PUBLISHED_MAX + 16];
     for (;;) {
         const char *nl = strchr(p, '\n');
         if (nl == NULL) {
@@ -281,4 +281,23 @@ void tp_records_derive_locality(tp_peer_record_t *records, int n)
         p->node_rank = node_of[r];
     }
     free(node_of);
+}
+
+int tp_peer_address(const tp_peer_record_t *peer, const char *transport, char *out, size_t out_len)
+{
+    size_t tlen = strlen(transport);
+    const char *p = peer->addresses;
+    while (*p) {
+        const char *end = strchr(p, ';');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > tlen && strncmp(p, transport, tlen) == 0 && p[tlen] == '=') {
+            size_t alen = len - tlen - 1;
+            if (alen >= out_len) return 0;
+            memcpy(out, p + tlen + 1, alen);
+            out[alen] = '\0';
+            return 1;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return 0;
 }

@@ -37,6 +37,9 @@ void tp_checkin_free(tp_checkin_t *c);
  */
 tp_status_t tp_settings_compare(const tp_checkin_t *checkins, int n, char *msg, size_t msg_len);
 
+/* Looks up a transport's address ("tcp") in a record's address list; copies it into out. */
+int tp_peer_address(const tp_peer_record_t *peer, const char *transport, char *out, size_t out_len);
+
 /* Fills local_rank, local_size and node_rank of records that lack them, grouping ranks by host name. */
 void tp_records_derive_locality(tp_peer_record_t *records, int n);
 

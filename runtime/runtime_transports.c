@@ -1,11 +1,17 @@
-/* runtime_transports.c: every transport in one ordered array; per peer, the first that reaches it wins. */
+/* runtime_transports.c: every transport in one ordered array; per peer, the one that reaches it best wins. */
 #include "runtime_transports.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime_iface.h"
+#include "runtime_pairs.h"
+#include "runtime_record.h"
 
 extern const tp_transport_ops_t tp_tcp_ops;
 
@@ -15,11 +21,23 @@ static const tp_transport_ops_t *const tp_transport_list[] = {
 };
 #define NUM_TRANSPORTS ((int)(sizeof(tp_transport_list) / sizeof(tp_transport_list[0])))
 
+/* Transports added with tp_transport_register, after the built-in ones. */
+static const tp_transport_ops_t *registered[TP_TRANSPORTS_MAX];
+static int num_registered;
+
 typedef struct tp_transports {
     int n;
     const tp_transport_ops_t *ops[TP_TRANSPORTS_MAX];
     void *state[TP_TRANSPORTS_MAX];
-    int *peer_tr; /* by world rank: index into ops, -1 for this rank */
+    tp_transport_caps_t caps[TP_TRANSPORTS_MAX];
+    int *peer_tr;          /* by world rank: index into ops, -1 for this rank */
+    tp_peer_view_t *views; /* by world rank: as the chosen transport sees the peer */
+    char **addrs;          /* by world rank: the chosen transport's published address */
+    uint8_t *pair_msg;     /* the exchange's message the pair blobs point into */
+    tp_pair_blob_t *pairs; /* what each peer wrote this rank, by the exchange */
+    int npairs;
+    struct pollfd *pfds; /* several transports: every one's event fds, polled together */
+    int pfds_len;
 } tp_transports_t;
 
 int tp_transports_names(const char **names, int max)
@@ -28,9 +46,65 @@ int tp_transports_names(const char **names, int max)
     return NUM_TRANSPORTS;
 }
 
+/* Built-in and registered transports, in that order. */
+static int all_transports(const tp_transport_ops_t **ops)
+{
+    int n = 0;
+    for (int i = 0; i < NUM_TRANSPORTS; i++) ops[n++] = tp_transport_list[i];
+    for (int i = 0; i < num_registered && n < TP_TRANSPORTS_MAX; i++) ops[n++] = registered[i];
+    return n;
+}
+
+tp_status_t tp_transport_unsupported_pair_info(void *state, const tp_peer_view_t *peer, void *data, size_t *len)
+{
+    return TP_ERR_UNSUPPORTED;
+}
+
+int tp_transport_unsupported_event_fds(void *state, struct pollfd *fds, int max) { return -1; }
+
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle)
 {
     return TP_ERR_UNSUPPORTED;
+}
+
+void tp_transport_unsupported_deregister(void *state, void *handle) {}
+
+/* Why an ops table cannot be used (NULL when it can): a table built for another ABI, or an op left NULL. */
+static const char *ops_invalid(const tp_transport_ops_t *o)
+{
+    if (o->abi_version != TP_TRANSPORT_ABI || o->ops_size != sizeof(tp_transport_ops_t))
+        return "built for another transport ABI";
+    if (o->name == NULL || o->name[0] == '\0' || strlen(o->name) >= 32 || strpbrk(o->name, "=;,^ ") != NULL)
+        return "its name is empty, longer than 31 bytes or has one of \"=;,^ \"";
+    if (!o->open || !o->caps || !o->reach || !o->pair_info || !o->connect || !o->post || !o->progress ||
+        !o->event_fds || !o->cancel || !o->mem_register || !o->mem_deregister || !o->close)
+        return "an op is NULL (point unsupported ones at the tp_transport_unsupported_* stubs)";
+    return NULL;
+}
+
+tp_status_t tp_transport_register(const tp_transport_ops_t *ops)
+{
+    const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
+    int n = all_transports(all);
+    const char *why = ops == NULL ? "no ops table" : ops_invalid(ops);
+    for (int i = 0; why == NULL && i < n; i++)
+        if (strcmp(all[i]->name, ops->name) == 0) why = "a transport of that name exists";
+    if (why == NULL && n >= TP_TRANSPORTS_MAX) why = "too many transports";
+    if (why != NULL) {
+        tp_log(TP_LOG_ERROR, "transport", "tp_transport_register(%s): %s",
+               ops && ops->abi_version == TP_TRANSPORT_ABI && ops->name ? ops->name : "?", why);
+        return TP_ERR_INVALID;
+    }
+    registered[num_registered++] = ops;
+    return TP_OK;
+}
+
+int tp_transports_pick(const int *priority, int n)
+{
+    int best = -1;
+    for (int k = 0; k < n; k++)
+        if (priority[k] > TP_REACH_NO && (best < 0 || priority[k] > priority[best])) best = k;
+    return best;
 }
 
 int tp_transports_parse(const char *spec, const char *const *names, int n, int *order, char *unknown,
@@ -74,50 +148,195 @@ int tp_transports_parse(const char *spec, const char *const *names, int n, int *
     return count;
 }
 
+/* An address is one record field: printable text without the list's separator. */
+static int address_valid(const char *a)
+{
+    for (; *a != '\0'; a++)
+        if (!isprint((unsigned char)*a) || *a == ';') return 0;
+    return 1;
+}
+
 tp_status_t tp_transports_open(tp_world_t *w)
 {
+    const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
     const char *names[TP_TRANSPORTS_MAX];
-    int order[TP_TRANSPORTS_MAX];
-    char unknown[256];
-    for (int i = 0; i < NUM_TRANSPORTS; i++) names[i] = tp_transport_list[i]->name;
-    int n = tp_transports_parse(w->transports, names, NUM_TRANSPORTS, order, unknown, sizeof(unknown));
-    if (unknown[0] != '\0')
-        tp_log(TP_LOG_WARN, "transport", "TP_TRANSPORTS=\"%s\": unknown transport %s (known: tcp)", w->transports,
-               unknown);
-    tp_transports_t *t = calloc(1, sizeof(*t));
-    if (t == NULL) return TP_ERR_NO_MEMORY;
-    t->peer_tr = malloc((size_t)w->size * sizeof(int));
-    if (t->peer_tr == NULL) {
-        free(t);
-        return TP_ERR_NO_MEMORY;
+    int order[TP_TRANSPORTS_MAX], nall = all_transports(all);
+    char unknown[256], known[256] = "";
+    size_t ko = 0;
+    for (int i = 0; i < nall; i++) {
+        names[i] = all[i]->name;
+        ko += (size_t)snprintf(known + ko, ko < sizeof(known) ? sizeof(known) - ko : 0, "%s%s", i ? "," : "", names[i]);
     }
-    tp_transport_env_t env = {.rank = w->rank, .size = w->size, .job_key = w->job_key,
-                              .connect_timeout_s = w->boot_timeout_s, .spin_us = w->spin_us,
-                              .part_bytes = w->part_bytes, .advertise_ip = w->advertise_ip,
-                              .boot_host = w->boot_host, .on_connected = tp_iface_connected,
-                              .on_connected_ctx = w};
+    int n = tp_transports_parse(w->transports, names, nall, order, unknown, sizeof(unknown));
+    if (unknown[0] != '\0')
+        tp_log(TP_LOG_WARN, "transport", "TP_TRANSPORTS=\"%s\": unknown transport %s (known: %s)", w->transports,
+               unknown, known);
+    tp_transports_t *t = calloc(1, sizeof(*t));
+    char *addr = malloc(TP_TRANSPORT_ADDRESS_MAX);
+    if (t == NULL || addr == NULL) goto err_oom;
+    w->transport_state = t;
+    t->peer_tr = malloc((size_t)w->size * sizeof(int));
+    t->views = calloc((size_t)w->size, sizeof(*t->views));
+    t->addrs = calloc((size_t)w->size, sizeof(*t->addrs));
+    if (t->peer_tr == NULL || t->views == NULL || t->addrs == NULL) goto err_oom;
+    int loopback = w->boot_host[0] == '\0' || strncmp(w->boot_host, "127.", 4) == 0 ||
+                   strcmp(w->boot_host, "localhost") == 0 || strcmp(w->boot_host, "::1") == 0;
+    tp_transport_env_t env = {.rank = w->rank,
+                              .size = w->size,
+                              .job_key = w->job_key,
+                              .connect_timeout_s = w->boot_timeout_s,
+                              .spin_us = w->spin_us,
+                              .part_bytes = w->part_bytes,
+                              .ip = w->advertise_ip,
+                              .on_loopback = loopback,
+                              .connected = tp_iface_connected,
+                              .connected_ctx = w};
     for (int k = 0; k < n; k++) {
-        const tp_transport_ops_t *ops = tp_transport_list[order[k]];
-        if (ops->abi_version != TP_TRANSPORT_ABI || ops->ops_size != sizeof(tp_transport_ops_t)) {
-            tp_log(TP_LOG_WARN, "transport", "%s: built for transport ABI %u (size %u), this runtime has %u: skipped",
-                   ops->name, ops->abi_version, ops->ops_size, TP_TRANSPORT_ABI);
+        const tp_transport_ops_t *ops = all[order[k]];
+        const char *why = ops_invalid(ops);
+        if (why != NULL) {
+            tp_log(TP_LOG_WARN, "transport", "%s: %s (this runtime has ABI %u): skipped", ops->name, why,
+                   TP_TRANSPORT_ABI);
             continue;
         }
-        char addr[256];
         void *state = NULL;
-        if (ops->open(&env, &state, addr, sizeof(addr)) != TP_OK) {
+        addr[0] = '\0';
+        if (ops->open(&env, &state, addr, TP_TRANSPORT_ADDRESS_MAX) != TP_OK) {
             tp_log(TP_LOG_DEBUG, "transport", "%s: not available on this rank", ops->name);
             continue;
         }
         size_t off = strlen(w->my_addresses);
-        snprintf(w->my_addresses + off, sizeof(w->my_addresses) - off, "%s%s=%s", off ? ";" : "", ops->name, addr);
+        addr[TP_TRANSPORT_ADDRESS_MAX - 1] = '\0';
+        if (!address_valid(addr) ||
+            (size_t)snprintf(w->my_addresses + off, sizeof(w->my_addresses) - off, "%s%s=%s", off ? ";" : "", ops->name,
+                             addr) >= sizeof(w->my_addresses) - off) {
+            w->my_addresses[off] = '\0';
+            tp_log(TP_LOG_ERROR, "transport",
+                   "%s: its address \"%.80s\" is not printable text without ';' that "
+                   "fits beside the others: not used",
+                   ops->name, addr);
+            ops->close(state);
+            continue;
+        }
         t->ops[t->n] = ops;
+        ops->caps(state, &t->caps[t->n]);
         t->state[t->n++] = state;
     }
-    w->transport_state = t;
+    free(addr);
     if (t->n == 0 && w->size > 1) {
         tp_log(TP_LOG_ERROR, "transport", "no transport could open (TP_TRANSPORTS=\"%s\")", w->transports);
         return TP_ERR_UNSUPPORTED;
+    }
+    return TP_OK;
+err_oom:
+    free(addr);
+    if (t != NULL && w->transport_state == NULL) free(t);
+    return TP_ERR_NO_MEMORY;
+}
+
+/* What peer p published for a transport, as it sees the peer; address NULL when it did not open there. */
+static void view_of(const tp_world_t *w, int p, const char *address, tp_peer_view_t *v)
+{
+    const tp_peer_record_t *me = &w->peers[w->rank], *r = &w->peers[p];
+    *v = (tp_peer_view_t){.rank = p,
+                          .same_host = strcmp(r->host, me->host) == 0,
+                          .same_kernel = me->kernel[0] != '\0' && strcmp(r->kernel, me->kernel) == 0,
+                          .host = r->host,
+                          .ip = r->boot_ip,
+                          .address = address};
+}
+
+tp_status_t tp_transports_select(tp_world_t *w)
+{
+    tp_transports_t *t = w->transport_state;
+    char *a = malloc(TP_PUBLISHED_MAX);
+    if (a == NULL) return TP_ERR_NO_MEMORY;
+    for (int p = 0; p < w->size; p++) {
+        int prio[TP_TRANSPORTS_MAX];
+        t->peer_tr[p] = -1;
+        if (p == w->rank) continue;
+        for (int k = 0; k < t->n; k++) {
+            tp_peer_view_t v;
+            int have = tp_peer_address(&w->peers[p], t->ops[k]->name, a, TP_PUBLISHED_MAX) != 0;
+            view_of(w, p, have ? a : NULL, &v);
+            prio[k] = t->ops[k]->reach(t->state[k], &v);
+        }
+        int k = tp_transports_pick(prio, t->n);
+        if (k < 0) {
+            tp_log(TP_LOG_ERROR, "transport", "no transport reaches rank %d on %s (its addresses: \"%s\")", p,
+                   w->peers[p].host, w->peers[p].addresses);
+            free(a);
+            return TP_ERR_UNSUPPORTED;
+        }
+        int have = tp_peer_address(&w->peers[p], t->ops[k]->name, a, TP_PUBLISHED_MAX) != 0;
+        if (have && (t->addrs[p] = strdup(a)) == NULL) {
+            free(a);
+            return TP_ERR_NO_MEMORY;
+        }
+        t->peer_tr[p] = k;
+        view_of(w, p, t->addrs[p], &t->views[p]);
+    }
+    free(a);
+    return TP_OK;
+}
+
+/* Whether any rank opened a transport that exchanges per-pair data: every rank decides the same from the table. */
+static int exchange_needed(const tp_world_t *w)
+{
+    const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
+    int nall = all_transports(all);
+    char *a = malloc(TP_PUBLISHED_MAX);
+    int need = a == NULL; /* out of memory: exchange, so no rank waits for this one in vain */
+    for (int i = 0; !need && i < nall; i++) {
+        if (all[i]->pair_info == tp_transport_unsupported_pair_info) continue;
+        for (int r = 0; r < w->size && !need; r++)
+            need = tp_peer_address(&w->peers[r], all[i]->name, a, TP_PUBLISHED_MAX);
+    }
+    free(a);
+    return need;
+}
+
+tp_status_t tp_transports_exchange(tp_world_t *w)
+{
+    tp_transports_t *t = w->transport_state;
+    if (w->size == 1 || !exchange_needed(w)) return TP_OK;
+    uint8_t *mine = NULL, *data = malloc(TP_TRANSPORT_PAIR_MAX);
+    size_t len = 0, cap = 0;
+    tp_status_t s = data == NULL ? TP_ERR_NO_MEMORY : TP_OK;
+    for (int p = 0; p < w->size && s == TP_OK; p++) {
+        int k = t->peer_tr[p];
+        if (k < 0 || t->ops[k]->pair_info == tp_transport_unsupported_pair_info) continue;
+        size_t dlen = TP_TRANSPORT_PAIR_MAX;
+        if ((s = t->ops[k]->pair_info(t->state[k], &t->views[p], data, &dlen)) != TP_OK) {
+            tp_log(TP_LOG_ERROR, "transport", "%s: no connection data for rank %d: %s", t->ops[k]->name, p,
+                   tp_status_string(s));
+            break;
+        }
+        if (dlen > TP_TRANSPORT_PAIR_MAX) {
+            tp_log(TP_LOG_ERROR, "transport", "%s: %zu bytes of connection data for rank %d exceed the %d allowed",
+                   t->ops[k]->name, dlen, p, TP_TRANSPORT_PAIR_MAX);
+            s = TP_ERR_INVALID;
+            break;
+        }
+        tp_pair_blob_t b = {.from = w->rank, .to = p, .len = (uint32_t)dlen, .data = data};
+        snprintf(b.transport, sizeof(b.transport), "%s", t->ops[k]->name);
+        if (tp_pairs_append(&mine, &len, &cap, &b) != 0) s = TP_ERR_NO_MEMORY;
+    }
+    /* A rank that failed still takes part with nothing, so rank 0 is not left waiting; then it fails. */
+    tp_status_t x =
+        tp_pairs_exchange(w, s == TP_OK ? mine : NULL, s == TP_OK ? len : 0, &t->pair_msg, &t->pairs, &t->npairs);
+    free(mine);
+    free(data);
+    if (s != TP_OK) return s;
+    if (x != TP_OK) return x;
+    for (int i = 0; i < t->npairs; i++) { /* both ends must have chosen the same transport for the pair */
+        const tp_pair_blob_t *b = &t->pairs[i];
+        int k = t->peer_tr[b->from];
+        if (k < 0 || strcmp(t->ops[k]->name, b->transport) != 0) {
+            tp_log(TP_LOG_ERROR, "transport", "rank %d (host %s) reaches this rank over %s, this rank chose %s for it",
+                   b->from, w->peers[b->from].host, b->transport, k < 0 ? "none" : t->ops[k]->name);
+            return TP_ERR_UNSUPPORTED;
+        }
     }
     return TP_OK;
 }
@@ -125,42 +344,34 @@ tp_status_t tp_transports_open(tp_world_t *w)
 tp_status_t tp_transports_connect(tp_world_t *w)
 {
     tp_transports_t *t = w->transport_state;
-    int *use = calloc((size_t)w->size, sizeof(int));
-    const char **addrs = calloc((size_t)w->size, sizeof(char *));
-    char *buf = calloc((size_t)w->size, TP_ADDRS_MAX);
+    tp_transport_peer_t *peers = calloc((size_t)w->size, sizeof(*peers));
+    char *dial = calloc((size_t)w->size, TP_ADDRS_MAX);
     tp_status_t s = TP_OK;
-    if (use == NULL || addrs == NULL || buf == NULL) {
+    if (peers == NULL || dial == NULL) {
         s = TP_ERR_NO_MEMORY;
         goto out;
     }
-    for (int p = 0; p < w->size; p++) {
-        t->peer_tr[p] = -1;
-        if (p == w->rank) continue;
-        for (int k = 0; k < t->n && t->peer_tr[p] < 0; k++) {
-            char *a = buf + (size_t)p * TP_ADDRS_MAX;
-            int have = tp_peer_address(&w->peers[p], t->ops[k]->name, a, TP_ADDRS_MAX) != 0;
-            if (t->ops[k]->can_reach(t->state[k], p, have ? a : NULL)) t->peer_tr[p] = k;
-        }
-        if (t->peer_tr[p] < 0) {
-            tp_log(TP_LOG_ERROR, "transport", "no transport reaches rank %d on %s (its addresses: \"%s\")", p,
-                   w->peers[p].host, w->peers[p].addresses);
-            s = TP_ERR_UNSUPPORTED;
-            goto out;
-        }
-    }
     for (int k = 0; k < t->n; k++) {
         for (int p = 0; p < w->size; p++) {
-            use[p] = t->peer_tr[p] == k;
-            addrs[p] = buf + (size_t)p * TP_ADDRS_MAX;
-            /* Across hosts TCP dials the peer on each /24 both share in turn, then where its bootstrap came from. */
-            if (use[p] && strcmp(t->ops[k]->name, "tcp") == 0) tp_iface_choose(w, p, buf + (size_t)p * TP_ADDRS_MAX, TP_ADDRS_MAX);
+            int use = t->peer_tr[p] == k;
+            peers[p] = (tp_transport_peer_t){.use = use, .view = &t->views[p], .dial = t->addrs[p]};
+            if (!use) continue;
+            for (int i = 0; i < t->npairs; i++)
+                if (t->pairs[i].from == p) peers[p].pair = t->pairs[i].data, peers[p].pair_len = t->pairs[i].len;
+            /* Across hosts an IP transport dials the peer on each /24 both share in turn, then where its bootstrap
+             * came from. */
+            if ((t->caps[k].flags & TP_TRANSPORT_IP_ENDPOINTS) && t->addrs[p] != NULL) {
+                char *d = dial + (size_t)p * TP_ADDRS_MAX;
+                snprintf(d, TP_ADDRS_MAX, "%s", t->addrs[p]);
+                tp_iface_choose(w, p, d, TP_ADDRS_MAX);
+                peers[p].dial = d;
+            }
         }
-        if ((s = t->ops[k]->connect(t->state[k], use, addrs)) != TP_OK) goto out;
+        if ((s = t->ops[k]->connect(t->state[k], peers)) != TP_OK) goto out;
     }
 out:
-    free(use);
-    free(addrs);
-    free(buf);
+    free(peers);
+    free(dial);
     return s;
 }
 
@@ -169,6 +380,12 @@ void tp_transports_close(tp_world_t *w)
     tp_transports_t *t = w->transport_state;
     if (t == NULL) return;
     for (int k = 0; k < t->n; k++) t->ops[k]->close(t->state[k]);
+    for (int p = 0; t->addrs != NULL && p < w->size; p++) free(t->addrs[p]);
+    free(t->addrs);
+    free(t->views);
+    free(t->pairs);
+    free(t->pair_msg);
+    free(t->pfds);
     free(t->peer_tr);
     free(t);
     w->transport_state = NULL;
@@ -179,18 +396,58 @@ tp_status_t tp_transports_post(tp_world_t *w, tp_xfer_t *x)
     tp_transports_t *t = w->transport_state;
     int k = t->peer_tr[x->peer];
     if (k < 0) return TP_ERR_INVALID;
+    if ((unsigned)x->mem >= TP_MEM_TYPES || !(t->caps[k].mem_types & (1u << x->mem))) {
+        static const char *const names[TP_MEM_TYPES] = {"host", "CUDA", "HIP"};
+        tp_log(TP_LOG_ERROR, "transport", "%s cannot move %s memory (to or from rank %d)", t->ops[k]->name,
+               (unsigned)x->mem < TP_MEM_TYPES ? names[x->mem] : "unknown", x->peer);
+        return TP_ERR_UNSUPPORTED;
+    }
     return t->ops[k]->post(t->state[k], x);
+}
+
+/* Every transport once without waiting; *moved says whether any moved something. */
+static tp_status_t progress_all(tp_transports_t *t, int *moved)
+{
+    *moved = 0;
+    for (int k = 0; k < t->n; k++) {
+        int m = 0;
+        tp_status_t s = t->ops[k]->progress(t->state[k], 0, &m);
+        *moved |= m;
+        if (s != TP_OK) return s;
+    }
+    return TP_OK;
 }
 
 tp_status_t tp_transports_progress(tp_world_t *w, int wait)
 {
     tp_transports_t *t = w->transport_state;
-    if (t->n == 1) return t->ops[0]->progress(t->state[0], wait);
-    for (int k = 0; k < t->n; k++) { /* several transports: poll each in turn */
-        tp_status_t s = t->ops[k]->progress(t->state[k], 0);
-        if (s != TP_OK) return s;
+    int moved = 0;
+    if (t->n == 1) return t->ops[0]->progress(t->state[0], wait, &moved);
+    tp_status_t s = progress_all(t, &moved); /* several transports: each in turn, then one poll over all */
+    if (s != TP_OK || moved || !wait) return s;
+    int64_t spin_end = tp_now_ns() + (int64_t)w->spin_us * 1000;
+    while (tp_now_ns() < spin_end) {
+        sched_yield(); /* a rank that shares its core lets the peer it waits for run */
+        if ((s = progress_all(t, &moved)) != TP_OK || moved) return s;
     }
-    return TP_OK;
+    int n = 0, blockable = 1;
+    for (int k = 0; k < t->n; k++) {
+        for (;;) {
+            int got = t->ops[k]->event_fds(t->state[k], t->pfds + n, t->pfds_len - n);
+            if (got < 0) blockable = 0;
+            if (got <= t->pfds_len - n) {
+                n += got > 0 ? got : 0;
+                break;
+            }
+            struct pollfd *np = realloc(t->pfds, (size_t)(n + got) * 2 * sizeof(*np)); /* got: how many it needs */
+            if (np == NULL) return TP_ERR_NO_MEMORY;
+            t->pfds = np;
+            t->pfds_len = (n + got) * 2;
+        }
+    }
+    /* A transport without fds is polled, not waited on: the caller calls again at once. */
+    if (n > 0 && poll(t->pfds, (nfds_t)n, blockable ? 1000 : 0) < 0 && errno != EINTR) return TP_ERR_SYSTEM;
+    return progress_all(t, &moved);
 }
 
 void tp_transports_cancel(tp_world_t *w)
@@ -199,10 +456,11 @@ void tp_transports_cancel(tp_world_t *w)
     for (int k = 0; k < t->n; k++) t->ops[k]->cancel(t->state[k]);
 }
 
-const char *tp_transports_name(const tp_world_t *w, int peer)
+const char *tp_transports_name(const tp_world_t *w, int peer, int *ip_endpoints)
 {
     const tp_transports_t *t = w->transport_state;
     int k = t->peer_tr[peer];
+    if (ip_endpoints != NULL) *ip_endpoints = k >= 0 && (t->caps[k].flags & TP_TRANSPORT_IP_ENDPOINTS);
     return k < 0 ? "self" : t->ops[k]->name;
 }
 

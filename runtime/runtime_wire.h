@@ -18,6 +18,7 @@ typedef enum tp_msg_type {
     TP_MSG_FAIL = 5,      /* either way: a rank failed (rank, pid, host, reason) */
     TP_MSG_BYE = 6,       /* rank -> 0: this rank is finalizing */
     TP_MSG_BYE_ACK = 7,   /* 0 -> rank: every rank is finalizing; close */
+    TP_MSG_PAIRS = 8,     /* rank -> 0 -> rank: per-pair connection data, before fate */
 } tp_msg_type_t;
 
 typedef struct tp_msg_header {

@@ -10,7 +10,8 @@
 
 #define TP_HOST_MAX 256
 #define TP_BOOT_MORE_MAX 15 /* rank 0's other bootstrap addresses kept from TP_BOOT_ADDR */
-#define TP_ADDRS_MAX 1024 /* "name=address;..." of every transport a rank opened */
+#define TP_ADDRS_MAX 1024 /* a rank's interfaces; TP_BOOT_ADDR */
+#define TP_PUBLISHED_MAX 8192 /* "name=address;..." of every transport a rank opened */
 #define TP_JOB_ID_MAX 128
 
 /* One rank as it checked in. */
@@ -23,7 +24,7 @@ typedef struct tp_peer_record {
     char host[TP_HOST_MAX];
     char boot_ip[64];             /* the address it reached rank 0 from: where peers can reach it */
     char kernel[80];              /* boot id and pid namespace: equal means its pid is valid here */
-    char addresses[TP_ADDRS_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
+    char addresses[TP_PUBLISHED_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
     char ifaces[TP_ADDRS_MAX];    /* its IPv4 interfaces (TP_IFNAME applied): "eth0:10.0.0.2/24,ib0:..." */
 } tp_peer_record_t;
 
@@ -71,7 +72,7 @@ typedef struct tp_world {
     int num_settings;
 
     tp_peer_record_t *peers; /* size records, by rank, after the bootstrap */
-    char my_addresses[TP_ADDRS_MAX];
+    char my_addresses[TP_PUBLISHED_MAX];
 
     /* fate: rank 0 keeps one connection to every rank; the others one to rank 0 */
     int *fate_fds; /* rank 0: fate_fds[r] for r >= 1; others: fate_fds[0] */
@@ -93,14 +94,6 @@ struct tp_comm {
     uint64_t seq;     /* collectives called on this comm so far */
     void *coll_state; /* owned by the collectives layer */
 };
-
-/* Looks up a transport's address ("tcp") in a record's address list; copies it into out. */
-int tp_peer_address(const tp_peer_record_t *peer, const char *transport, char *out, size_t out_len);
-
-/* The transports layer (runtime_transports.c): opened before the bootstrap, connected after it. */
-tp_status_t tp_transports_open(tp_world_t *world);      /* fills world->my_addresses */
-tp_status_t tp_transports_connect(tp_world_t *world);   /* after world->peers is filled */
-void tp_transports_close(tp_world_t *world);
 
 /* The collectives layer: per-comm state. */
 tp_status_t tp_coll_comm_init(tp_comm_t *comm);

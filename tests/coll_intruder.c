@@ -81,8 +81,8 @@ static void *open_tcp(int rank, int size, double timeout_s, int seed, uint8_t ke
                               .connect_timeout_s = timeout_s,
                               .spin_us = 50,
                               .part_bytes = 65536,
-                              .advertise_ip = "",
-                              .boot_host = "127.0.0.1"};
+                              .ip = "",
+                              .on_loopback = 1};
     void *state;
     char address[128];
     if (tp_tcp_ops.open(&env, &state, address, sizeof(address)) != TP_OK) return NULL;
@@ -104,9 +104,8 @@ static int self_test(void)
             if (intrude(port, hows[i], key) != 0) _exit(1);
         _exit(0);
     }
-    int use[3] = {0, 0, 1};
-    const char *addrs[3] = {"", "", ""};
-    tp_status_t s = tp_tcp_ops.connect(state, use, addrs);
+    tp_transport_peer_t peers[3] = {{.use = 0}, {.use = 0}, {.use = 1, .dial = ""}};
+    tp_status_t s = tp_tcp_ops.connect(state, peers);
     tcp_state_t *st = state;
     int ok = s == TP_OK && st->conns[2].fd >= 0 && st->conns[2].sfd >= 0, status = 1;
     waitpid(child, &status, 0);
@@ -167,11 +166,10 @@ static int burst_test(void)
         printf("coll_intruder: burst: %d of %d connections authenticated\n", ok, n);
         _exit(ok == n ? 0 : 1);
     }
-    int use[BURST_SIZE];
-    const char *addrs[BURST_SIZE];
-    for (int r = 0; r < BURST_SIZE; r++) use[r] = r > 0, addrs[r] = "";
+    tp_transport_peer_t peers[BURST_SIZE];
+    for (int r = 0; r < BURST_SIZE; r++) peers[r] = (tp_transport_peer_t){.use = r > 0, .dial = ""};
     int64_t start = tp_now_ns();
-    tp_status_t s = tp_tcp_ops.connect(state, use, addrs);
+    tp_status_t s = tp_tcp_ops.connect(state, peers);
     double took = (double)(tp_now_ns() - start) / 1e9;
     tcp_state_t *st = state;
     int in = 0, status = 1;

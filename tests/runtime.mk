@@ -43,3 +43,15 @@ tests_api_header_cxx_CXXFLAGS = -std=c++11 -Wall -Wextra -Wpedantic $(TP_WARN_CF
 tests_api_header_cxx_LDADD = libtp.la
 tests_api_header_cxx_LDFLAGS = -no-install
 TESTS += tests/api_header_c tests/api_header_cxx
+# Per-pair connection data through the bootstrap and reach priorities, with a second transport beside TCP.
+check_PROGRAMS += tests/transport_pairs
+tests_transport_pairs_SOURCES = tests/transport_pairs.c
+tests_transport_pairs_LDADD = libtp.la
+tests_transport_pairs_LDFLAGS = -no-install
+TESTS += tests/transport_pairs.sh
+EXTRA_DIST += tests/transport_pairs.sh
+check_PROGRAMS += tests/transport_unit
+tests_transport_unit_SOURCES = tests/transport_unit.c
+tests_transport_unit_LDADD = libtp.la
+tests_transport_unit_LDFLAGS = -no-install
+TESTS += tests/transport_unit

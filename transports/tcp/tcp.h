@@ -12,6 +12,7 @@
 #ifndef TCP_SOCKBUF
 #define TCP_SOCKBUF 4194304 /* socket buffer bytes (0 keeps autotuning): a part fits in flight */
 #endif
+#define TCP_REACH_PRIORITY 1  /* reach's answer: every other transport that reaches a peer is preferred */
 #define TCP_IOV_MAX 64         /* iovecs per sendmsg: several small frames go in one system call */
 
 /*
@@ -49,7 +50,8 @@ extern const tp_transport_ops_t tp_tcp_ops;
 
 /* tcp_progress.c */
 tp_status_t tcp_post(void *state, tp_xfer_t *x);
-tp_status_t tcp_progress(void *state, int wait);
+tp_status_t tcp_progress(void *state, int wait, int *moved);
+int tcp_event_fds(void *state, struct pollfd *fds, int max);
 void tcp_cancel(void *state);
 void tcp_conn_fail(tcp_state_t *st, tcp_conn_t *c, tp_status_t why, const char *reason);
 

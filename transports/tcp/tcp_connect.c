@@ -22,11 +22,6 @@
 #define TCP_ATTEMPT_NS     2000000000LL
 #define TCP_CANDIDATES_MAX 8
 
-static int is_loopback_host(const char *host)
-{
-    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0;
-}
-
 static tp_status_t tcp_open(const tp_transport_env_t *env, void **state, char *address, size_t address_len)
 {
     tcp_state_t *st = calloc(1, sizeof(*st));
@@ -34,10 +29,10 @@ static tp_status_t tcp_open(const tp_transport_env_t *env, void **state, char *a
     st->env = *env;
     memcpy(st->job_key, env->job_key, TP_JOB_KEY_BYTES);
     st->env.job_key = st->job_key;
-    int loopback = env->boot_host == NULL || env->boot_host[0] == '\0' || is_loopback_host(env->boot_host);
+    int loopback = env->on_loopback; /* a job on loopback keeps its listeners there */
     snprintf(st->advertise_ip, sizeof(st->advertise_ip), "%s",
-             loopback || env->advertise_ip == NULL || env->advertise_ip[0] == '\0' ? "127.0.0.1" : env->advertise_ip);
-    st->env.advertise_ip = st->advertise_ip;
+             loopback || env->ip == NULL || env->ip[0] == '\0' ? "127.0.0.1" : env->ip);
+    st->env.ip = st->advertise_ip;
     st->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (st->listen_fd < 0) goto err_sys;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
@@ -82,10 +77,16 @@ static int parse_address(const char *address, struct sockaddr_in *sa)
     return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
-static int tcp_can_reach(void *state, int peer, const char *address)
+/* Reaches any peer that published an "ip:port": the fallback, below every transport that reaches fewer. */
+static int tcp_reach(void *state, const tp_peer_view_t *peer)
 {
     struct sockaddr_in sa;
-    return address != NULL && parse_address(address, &sa) == 0;
+    return peer->address != NULL && parse_address(peer->address, &sa) == 0 ? TCP_REACH_PRIORITY : TP_REACH_NO;
+}
+
+static void tcp_caps(void *state, tp_transport_caps_t *caps)
+{
+    *caps = (tp_transport_caps_t){.mem_types = 1u << TP_MEM_HOST, .flags = TP_TRANSPORT_IP_ENDPOINTS};
 }
 
 /* Non-blocking, no Nagle, socket buffers: ready for the data path, in one direction. */
@@ -115,11 +116,11 @@ static void report_connected(tcp_state_t *st, int peer, int fd)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     char local[96], remote[96];
-    if (st->env.on_connected == NULL) return;
+    if (st->env.connected == NULL) return;
     tp_sockaddr_string(fd, 0, local, sizeof(local));
     tp_sockaddr_string(fd, 1, remote, sizeof(remote));
     pthread_mutex_lock(&lock);
-    st->env.on_connected(st->env.on_connected_ctx, peer, local, remote);
+    st->env.connected(st->env.connected_ctx, peer, local, remote);
     pthread_mutex_unlock(&lock);
 }
 
@@ -367,9 +368,9 @@ static void *accept_main(void *arg)
 /*
  * Dials the lower ranks while a thread accepts the higher ones: a rank that accepted only after its own dials
  * made each rank wait for every lower rank's dials in turn, so the mesh took time quadratic in the ranks (64 ranks:
- * 0.67 s on 16 cores). The two sides touch disjoint peers' entries; on_connected is called under a lock.
+ * 0.67 s on 16 cores). The two sides touch disjoint peers' entries; connected is called under a lock.
  */
-static tp_status_t tcp_connect(void *state, const int *use, const char *const *addresses)
+static tp_status_t tcp_connect_mesh(void *state, const int *use, const char *const *addresses)
 {
     tcp_state_t *st = state;
     tp_status_t s = TP_OK;
@@ -402,6 +403,23 @@ static tp_status_t tcp_connect(void *state, const int *use, const char *const *a
     close(st->listen_fd); /* the mesh is complete: later connections are strays */
     st->listen_fd = -1;
     return TP_OK;
+}
+
+/* The peers the runtime chose this transport for, each with the addresses to dial (best first). */
+static tp_status_t tcp_connect(void *state, const tp_transport_peer_t *peers)
+{
+    tcp_state_t *st = state;
+    int *use = calloc((size_t)st->size, sizeof(int));
+    const char **dial = calloc((size_t)st->size, sizeof(char *));
+    tp_status_t s = use == NULL || dial == NULL ? TP_ERR_NO_MEMORY : TP_OK;
+    for (int p = 0; s == TP_OK && p < st->size; p++) {
+        use[p] = peers[p].use;
+        dial[p] = peers[p].use && peers[p].dial != NULL ? peers[p].dial : "";
+    }
+    if (s == TP_OK) s = tcp_connect_mesh(st, use, dial);
+    free(use);
+    free(dial);
+    return s;
 }
 
 static void tcp_close(void *state)
@@ -445,11 +463,15 @@ const tp_transport_ops_t tp_tcp_ops = {
     .ops_size = sizeof(tp_transport_ops_t),
     .name = "tcp",
     .open = tcp_open_sized,
-    .can_reach = tcp_can_reach,
+    .caps = tcp_caps,
+    .reach = tcp_reach,
+    .pair_info = tp_transport_unsupported_pair_info, /* the published "ip:port" is all a peer needs */
     .connect = tcp_connect,
     .post = tcp_post,
     .progress = tcp_progress,
+    .event_fds = tcp_event_fds,
     .cancel = tcp_cancel,
     .mem_register = tp_transport_unsupported_register,
+    .mem_deregister = tp_transport_unsupported_deregister,
     .close = tcp_close,
 };

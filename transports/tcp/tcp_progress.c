@@ -266,30 +266,42 @@ static tp_status_t pump_all(tcp_state_t *st, int *moved, int *busy)
     return TP_OK;
 }
 
-tp_status_t tcp_progress(void *state, int wait)
+/* What a wait blocks on: the connections with a receive to deliver to, and those with a frame ready to go. */
+static int wait_fds(const tcp_state_t *st, struct pollfd *fds, int max)
+{
+    int n = 0;
+    for (int r = 0; r < st->size; r++) {
+        const tcp_conn_t *c = &st->conns[r];
+        if (c->fd < 0) continue;
+        if (c->recv_head != NULL && !c->held && n++ < max) fds[n - 1] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        if (c->send_head != NULL && sendable(c->send_head) && n++ < max)
+            fds[n - 1] = (struct pollfd){.fd = c->sfd, .events = POLLOUT};
+    }
+    return n;
+}
+
+int tcp_event_fds(void *state, struct pollfd *fds, int max) { return wait_fds(state, fds, max); }
+
+tp_status_t tcp_progress(void *state, int wait, int *moved_out)
 {
     tcp_state_t *st = state;
     int moved = 0, busy;
     tp_status_t s = pump_all(st, &moved, &busy);
+    *moved_out = moved;
     if (s != TP_OK || moved || !wait || !busy) return s;
     int64_t spin_end = tp_now_ns() + (int64_t)st->env.spin_us * 1000;
     while (tp_now_ns() < spin_end) {
         sched_yield(); /* a rank that shares its core lets the peer it waits for run */
         s = pump_all(st, &moved, &busy);
+        *moved_out = moved;
         if (s != TP_OK || moved || !busy) return s;
     }
     for (;;) {
-        int n = 0;
-        for (int r = 0; r < st->size; r++) {
-            tcp_conn_t *c = &st->conns[r];
-            if (c->fd < 0) continue;
-            if (c->recv_head != NULL && !c->held) st->pfds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            if (c->send_head != NULL && sendable(c->send_head))
-                st->pfds[n++] = (struct pollfd){.fd = c->sfd, .events = POLLOUT};
-        }
+        int n = wait_fds(st, st->pfds, 2 * st->size);
         if (n == 0) return TP_OK; /* nothing this transport can wait for */
         if (poll(st->pfds, (nfds_t)n, 1000) < 0 && errno != EINTR) return TP_ERR_SYSTEM;
         s = pump_all(st, &moved, &busy);
+        *moved_out = moved;
         if (s != TP_OK || moved || !busy) return s;
     }
 }
