@@ -1,19 +1,22 @@
-/* runtime_transports.c: every transport in one ordered array; per peer, the first that reaches it wins. */
+/* runtime_transports.c: the registered transports in the list's order; per peer, the first that reaches it wins. */
 #include "runtime_transports.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime_components.h"
 #include "runtime_iface.h"
 
-extern const tp_transport_ops_t tp_tcp_ops;
-
-/* In order of preference; TP_TRANSPORTS may reorder or drop them. */
-static const tp_transport_ops_t *const tp_transport_list[] = {
-    &tp_tcp_ops,
-};
-#define NUM_TRANSPORTS ((int)(sizeof(tp_transport_list) / sizeof(tp_transport_list[0])))
+/* The transports of the registration list (runtime_components.c), in its order of preference; TP_TRANSPORTS may
+ * reorder or drop them. */
+static int transport_list(const tp_transport_ops_t **list)
+{
+    int n = 0;
+    for (size_t i = 0; i < tp_components_len && n < TP_TRANSPORTS_MAX; i++)
+        if (tp_components[i].kind == TP_COMPONENT_TRANSPORT) list[n++] = tp_components[i].ops;
+    return n;
+}
 
 typedef struct tp_transports {
     int n;
@@ -24,8 +27,10 @@ typedef struct tp_transports {
 
 int tp_transports_names(const char **names, int max)
 {
-    for (int i = 0; i < NUM_TRANSPORTS && i < max; i++) names[i] = tp_transport_list[i]->name;
-    return NUM_TRANSPORTS;
+    const tp_transport_ops_t *list[TP_TRANSPORTS_MAX];
+    int n = transport_list(list);
+    for (int i = 0; i < n && i < max; i++) names[i] = list[i]->name;
+    return n;
 }
 
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle)
@@ -79,8 +84,10 @@ tp_status_t tp_transports_open(tp_world_t *w)
     const char *names[TP_TRANSPORTS_MAX];
     int order[TP_TRANSPORTS_MAX];
     char unknown[256];
-    for (int i = 0; i < NUM_TRANSPORTS; i++) names[i] = tp_transport_list[i]->name;
-    int n = tp_transports_parse(w->transports, names, NUM_TRANSPORTS, order, unknown, sizeof(unknown));
+    const tp_transport_ops_t *list[TP_TRANSPORTS_MAX];
+    int registered = transport_list(list);
+    for (int i = 0; i < registered; i++) names[i] = list[i]->name;
+    int n = tp_transports_parse(w->transports, names, registered, order, unknown, sizeof(unknown));
     if (unknown[0] != '\0')
         tp_log(TP_LOG_WARN, "transport", "TP_TRANSPORTS=\"%s\": unknown transport %s (known: tcp)", w->transports,
                unknown);
@@ -97,7 +104,7 @@ tp_status_t tp_transports_open(tp_world_t *w)
                               .boot_host = w->boot_host, .on_connected = tp_iface_connected,
                               .on_connected_ctx = w};
     for (int k = 0; k < n; k++) {
-        const tp_transport_ops_t *ops = tp_transport_list[order[k]];
+        const tp_transport_ops_t *ops = list[order[k]];
         if (ops->abi_version != TP_TRANSPORT_ABI || ops->ops_size != sizeof(tp_transport_ops_t)) {
             tp_log(TP_LOG_WARN, "transport", "%s: built for transport ABI %u (size %u), this runtime has %u: skipped",
                    ops->name, ops->abi_version, ops->ops_size, TP_TRANSPORT_ABI);
