@@ -20,15 +20,3 @@ const tp_component_t tp_components[] = {
     {"tprun", TP_COMPONENT_LAUNCHER, tp_tprun_config, NULL},
 };
 const size_t tp_components_len = sizeof(tp_components) / sizeof(tp_components[0]);
-
-const char *tp_component_kind_name(tp_component_kind_t kind)
-{
-    switch (kind) {
-    case TP_COMPONENT_CORE: return "core";
-    case TP_COMPONENT_TRANSPORT: return "transport";
-    case TP_COMPONENT_DEVICE: return "device";
-    case TP_COMPONENT_COLL: return "collectives";
-    case TP_COMPONENT_LAUNCHER: return "launcher";
-    }
-    return "?";
-}

@@ -226,3 +226,49 @@ void tp_config_print(int fd)
     if (tp_config_unknown(environ, names, sizeof(names)) > 0)
         dprintf(fd, "\nunknown, set in this environment and ignored: %s\n", names);
 }
+
+const char *tp_component_kind_name(tp_component_kind_t kind)
+{
+    switch (kind) {
+    case TP_COMPONENT_CORE: return "core";
+    case TP_COMPONENT_TRANSPORT: return "transport";
+    case TP_COMPONENT_DEVICE: return "device";
+    case TP_COMPONENT_COLL: return "collectives";
+    case TP_COMPONENT_LAUNCHER: return "launcher";
+    }
+    return "?";
+}
+
+static const char *kind_name(tp_config_kind_t k)
+{
+    switch (k) {
+    case TP_CONFIG_STRING: return "string";
+    case TP_CONFIG_INT: return "integer";
+    case TP_CONFIG_SIZE: return "bytes (K, M, G)";
+    case TP_CONFIG_SECONDS: return "seconds";
+    case TP_CONFIG_BOOL: return "boolean";
+    }
+    return "?";
+}
+
+void tp_config_print_doc(int fd)
+{
+    const char *sep = "";
+    for (size_t c = 0; c < tp_components_len; c++) {
+        const tp_component_t *comp = &tp_components[c];
+        if (comp->config == NULL || comp->config->env == NULL) continue;
+        const char *kind = tp_component_kind_name(comp->kind);
+        dprintf(fd, strcmp(kind, comp->name) == 0 ? "%s### %s\n\n" : "%s### %s (%s)\n\n", sep, comp->name, kind);
+        sep = "\n";
+        dprintf(fd, "| variable | set by | type | default | agreed | meaning |\n|---|---|---|---|---|---|\n");
+        for (const tp_config_entry_t *e = comp->config; e->env != NULL; e++) {
+            const char *who = (e->flags & TP_CONFIG_LAUNCHER) ? "launcher"
+                              : !(e->flags & TP_CONFIG_USER)  ? "tprun"
+                              : (e->flags & TP_CONFIG_TPRUN)  ? "user (tprun)"
+                                                              : "user";
+            const char *def = e->default_value == NULL ? "unset" : e->default_value[0] ? e->default_value : "empty";
+            dprintf(fd, "| `%s` | %s | %s | %s | %s | %s |\n", e->env, who, kind_name(e->kind), def,
+                    (e->flags & TP_CONFIG_AGREE) ? "yes" : "", e->help);
+        }
+    }
+}

@@ -76,5 +76,7 @@ void tp_config_warn_unknown(char *const *environ_);
 /* Writes every component's table (variable, default, current value, help) under the component's name, then any
  * unknown TP_* names set, to fd (tprun --info). */
 void tp_config_print(int fd);
+/* Writes every component's table as the markdown docs/ENVIRONMENT.md holds between its markers (tests/config_doc). */
+void tp_config_print_doc(int fd);
 
 #endif
