@@ -13,6 +13,7 @@ tprun_SOURCES = \
 	launcher/tprun_pmix.c launcher/tprun_pmix.h launcher/tprun_pmix_lib.h runtime/runtime_pmix_compat.h launcher/tprun_pmix_ops.c \
 	launcher/tprun_pmix_fence.c launcher/tprun_pmix_fence.h launcher/tprun_pmix_loop.c launcher/tprun_agent_pmix.c launcher/tprun_agent_pmix.h \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
+	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h
 tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher $(TP_PMIX_CFLAGS)
 # libpmix is dlopen'd by tprun --pmix only (launcher/tprun_pmix.c), never linked.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime_components.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
 
@@ -18,10 +19,9 @@ static const char *const torch_vars[] = {"RANK",        "WORLD_SIZE", "LOCAL_RAN
 
 int tprun_env_is_launcher_var(const char *name, size_t len, int torch_env)
 {
-    for (size_t i = 0; i < tp_config_table_len; i++) {
-        const tp_config_entry_t *e = &tp_config_table[i];
-        if ((e->flags & TP_CONFIG_LAUNCHER) && strlen(e->env) == len && memcmp(e->env, name, len) == 0) return 1;
-    }
+    for (size_t c = 0; c < tp_components_len; c++)
+        for (const tp_config_entry_t *e = tp_components[c].config; e != NULL && e->env != NULL; e++)
+            if ((e->flags & TP_CONFIG_LAUNCHER) && strlen(e->env) == len && memcmp(e->env, name, len) == 0) return 1;
     if (!torch_env) return 0;
     for (size_t i = 0; i < sizeof(torch_vars) / sizeof(torch_vars[0]); i++)
         if (strlen(torch_vars[i]) == len && memcmp(torch_vars[i], name, len) == 0) return 1;

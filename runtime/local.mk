@@ -1,7 +1,12 @@
+# Every registered component's TP_* table (data): libtp and tprun both link them, so tprun --info and the unknown-
+# variable check know every variable without the components' code.
+TP_CONFIG_TABLES = runtime/runtime_components.c runtime/runtime_components.h runtime/core_config.c \
+	launcher/tprun_config.c
 # libtp: the runtime core, with the transports and devices linked in.
 lib_LTLIBRARIES += libtp.la
 libtp_la_SOURCES = \
 	runtime/runtime_config.c runtime/runtime_config.h \
+	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h \
 	runtime/runtime_log.c runtime/runtime_log.h \
 	runtime/runtime_status.c
@@ -30,3 +35,5 @@ libtp_la_SOURCES += \
 # PMIx: built against its headers, dlopen'd only by ranks a PMIx server started (linking it would load it in
 # every rank and slow tprun's launch).
 libtp_la_CPPFLAGS = $(AM_CPPFLAGS) $(TP_PMIX_CFLAGS)
+# The registration list with each component's ops (tprun builds it without: tables only).
+libtp_la_CPPFLAGS += -DTP_COMPONENT_OPS

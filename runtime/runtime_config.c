@@ -1,4 +1,5 @@
-/* runtime_config.c: the TP_* table, value parsing and the environment check. */
+/* runtime_config.c: value parsing, and the walks over every registered component's TP_* table (find, check the
+ * environment, print). */
 #include "runtime_config.h"
 
 #include <errno.h>
@@ -9,70 +10,14 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "runtime_components.h"
 #include "runtime_log.h"
-
-const tp_config_entry_t tp_config_table[] = {
-    /* The world contract a launcher gives each rank. */
-    {"TP_RANK", "rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index in the world (0-based)"},
-    {"TP_WORLD_SIZE", "world_size", TP_CONFIG_INT, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
-     "number of ranks in the job"},
-    {"TP_LOCAL_RANK", "local_rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index on its host"},
-    {"TP_LOCAL_WORLD_SIZE", "local_world_size", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL,
-     "number of ranks on this host"},
-    {"TP_NODE_RANK", "node_rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this host's index among the job's hosts"},
-    {"TP_JOB_ID", "job_id", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
-     "the job's id, the same on every rank"},
-    {"TP_BOOT_ADDR", "boot_addr", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
-     "host:port of rank 0's bootstrap listener; several, comma-separated, are tried in turn (2 s each but the last)"},
-    {"TP_BOOT_FD", "boot_fd", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL,
-     "rank 0 only: an inherited listening socket for the bootstrap (tprun binds it, so no port is guessed)"},
-    {"TP_HOST", "host", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
-     "this rank's host as named on tprun's command line (peer records and messages use it, not gethostname)"},
-    {"TP_JOB_KEY", "job_key", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
-     "the job's secret (32 hex digits); every connection proves it knows it; never printed"},
-    /* Settings a user may change; those marked agree must match on every rank. */
-    {"TP_BOOT_TIMEOUT", "boot_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "60",
-     "seconds to wait for every rank to check in before the bootstrap fails naming the missing ranks"},
-    {"TP_BOOT_REPORT", "boot_report", TP_CONFIG_SECONDS, TP_CONFIG_USER, "2",
-     "seconds between 'waiting for ranks ...' messages while the bootstrap waits"},
-    {"TP_HEARTBEAT_TIMEOUT", "heartbeat_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "1",
-     "seconds without a heartbeat after which a peer counts as hung and the job fails"},
-    {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
-     "large collectives move in parts of this many bytes (64 to 1G)"},
-    {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
-     "transports to use, comma-separated in order, or ^name to exclude; empty means all; this build has one: tcp"},
-    {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
-     "microseconds a waiting rank spins before it blocks in the kernel"},
-    {"TP_IFNAME", "ifname", TP_CONFIG_STRING, TP_CONFIG_USER, "",
-     "interfaces peers may be reached on, as NCCL_SOCKET_IFNAME: prefixes (eth,ib), =exact names, ^excluded; "
-     "empty: any on a /24 the two ranks share"},
-    {"TP_REPORT_BINDINGS", "report_bindings", TP_CONFIG_BOOL, TP_CONFIG_USER, "0",
-     "each rank prints the interface chosen for each peer and why the others were not (tprun --report-bindings)"},
-    {"TP_LOG_LEVEL", "log_level", TP_CONFIG_STRING, TP_CONFIG_USER, "warn",
-     "error, warn, info, debug or trace"},
-    {"TP_KILL_GRACE", "kill_grace", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
-     "tprun: seconds between SIGTERM and SIGKILL when the job is ended"},
-    {"TP_TIMEOUT", "timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, NULL,
-     "tprun: end the job after this many seconds (as --timeout)"},
-    {"TP_SSH", "ssh", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "ssh",
-     "tprun: the command that reaches a remote host (as --ssh), split on blanks; BatchMode=yes is always added"},
-    {"TP_SSH_TIMEOUT", "ssh_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "10",
-     "tprun: seconds for every remote host's agent to answer before the launch fails naming the host"},
-    {"TP_LAUNCHER", "launcher", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "auto",
-     "tprun: how ranks start: local (fork), slurm (srun --mpi=pmix), or auto (slurm when SLURM_JOB_ID is set)"},
-    {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",
-     "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort"},
-    {"TP_ENV_CHECKED", "env_checked", TP_CONFIG_BOOL, TP_CONFIG_TPRUN, "0",
-     "set to 1 by tprun once it has warned about unknown TP_* names, so its ranks do not warn again"},
-    {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
-     "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT"},
-};
-const size_t tp_config_table_len = sizeof(tp_config_table) / sizeof(tp_config_table[0]);
 
 const tp_config_entry_t *tp_config_find_env(const char *env)
 {
-    for (size_t i = 0; i < tp_config_table_len; i++)
-        if (strcmp(tp_config_table[i].env, env) == 0) return &tp_config_table[i];
+    for (size_t c = 0; c < tp_components_len; c++)
+        for (const tp_config_entry_t *e = tp_components[c].config; e != NULL && e->env != NULL; e++)
+            if (strcmp(e->env, env) == 0) return e;
     return NULL;
 }
 
@@ -143,10 +88,6 @@ tp_status_t tp_config_parse_bool(const char *name, const char *text, int *out, c
     return bad_value(name, text, "1, 0, yes, no, true, false, on or off", err, err_len);
 }
 
-/* The transports built into libtp, in runtime_transports.c's order (runtime_unit checks that they agree). */
-const char *const tp_config_transports[] = {"tcp"};
-const size_t tp_config_transports_len = sizeof(tp_config_transports) / sizeof(tp_config_transports[0]);
-
 tp_status_t tp_config_parse_part_bytes(const char *text, uint64_t *out, char *err, size_t err_len)
 {
     uint64_t v;
@@ -158,28 +99,46 @@ tp_status_t tp_config_parse_part_bytes(const char *text, uint64_t *out, char *er
     return TP_OK;
 }
 
-/* TP_TRANSPORTS: comma-separated names, each maybe with ^; an unknown one is refused, as a typo would drop it. */
-static tp_status_t check_transports(const char *text, char *err, size_t err_len)
+int tp_config_transport_names(const char **names, int max)
 {
-    for (const char *p = text; *p != '\0';) {
-        size_t l = strcspn(p, ","), skip = p[0] == '^';
-        size_t k = 0;
-        while (k < tp_config_transports_len && !(strlen(tp_config_transports[k]) == l - skip &&
-                                                 strncmp(tp_config_transports[k], p + skip, l - skip) == 0))
-            k++;
-        if (l > skip && k == tp_config_transports_len) {
-            char known[128] = "";
-            for (size_t j = 0, o = 0; j < tp_config_transports_len && o < sizeof(known); j++)
-                o += (size_t)snprintf(known + o, sizeof(known) - o, "%s%s", j ? ", " : "", tp_config_transports[j]);
-            char name[64], qname[TP_QUOTE_LEN], qtext[TP_QUOTE_LEN];
-            snprintf(name, sizeof(name), "%.*s", (int)(l - skip), p + skip);
-            snprintf(err, err_len, "TP_TRANSPORTS: unknown transport \"%s\" in \"%s\" (known: %s)",
-                     tp_quote(name, qname, sizeof(qname)), tp_quote(text, qtext, sizeof(qtext)), known);
-            return TP_ERR_INVALID;
-        }
-        p += l + (p[l] == ',');
+    int n = 0;
+    for (size_t c = 0; c < tp_components_len; c++) {
+        if (tp_components[c].kind != TP_COMPONENT_TRANSPORT) continue;
+        if (n < max) names[n] = tp_components[c].name;
+        n++;
     }
-    return TP_OK;
+    return n;
+}
+
+int tp_config_agreed(const tp_config_entry_t **out, int max)
+{
+    int n = 0;
+    for (size_t c = 0; c < tp_components_len; c++)
+        for (const tp_config_entry_t *e = tp_components[c].config; e != NULL && e->env != NULL; e++) {
+            if (!(e->flags & TP_CONFIG_AGREE)) continue;
+            if (n < max) out[n] = e;
+            n++;
+        }
+    return n;
+}
+
+void tp_config_canonical(const tp_config_entry_t *e, const char *text, char *out, size_t len)
+{
+    char err[TP_QUOTE_LEN + 128];
+    int64_t i;
+    uint64_t u;
+    double d;
+    int b;
+    if (text == NULL) text = "";
+    if (e->kind == TP_CONFIG_INT && tp_config_parse_int(e->env, text, &i, err, sizeof(err)) == TP_OK)
+        snprintf(out, len, "%lld", (long long)i);
+    else if (e->kind == TP_CONFIG_SIZE && tp_config_parse_size(e->env, text, &u, err, sizeof(err)) == TP_OK)
+        snprintf(out, len, "%llu", (unsigned long long)u);
+    else if (e->kind == TP_CONFIG_SECONDS && tp_config_parse_seconds(e->env, text, &d, err, sizeof(err)) == TP_OK)
+        snprintf(out, len, "%g", d);
+    else if (e->kind == TP_CONFIG_BOOL && tp_config_parse_bool(e->env, text, &b, err, sizeof(err)) == TP_OK)
+        snprintf(out, len, "%d", b);
+    else snprintf(out, len, "%s", text);
 }
 
 static tp_status_t check_value(const tp_config_entry_t *e, const char *text, char *err, size_t err_len)
@@ -188,8 +147,7 @@ static tp_status_t check_value(const tp_config_entry_t *e, const char *text, cha
     uint64_t u;
     double d;
     int b;
-    if (strcmp(e->env, "TP_PART_BYTES") == 0) return tp_config_parse_part_bytes(text, &u, err, err_len);
-    if (strcmp(e->env, "TP_TRANSPORTS") == 0) return check_transports(text, err, err_len);
+    if (e->check != NULL) return e->check(text, err, err_len);
     switch (e->kind) {
     case TP_CONFIG_INT: return tp_config_parse_int(e->env, text, &i, err, err_len);
     case TP_CONFIG_SIZE: return tp_config_parse_size(e->env, text, &u, err, err_len);
@@ -219,15 +177,6 @@ tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err
     for (char *const *ep = environ_; ep != NULL && *ep != NULL && first == TP_OK; ep++) {
         const tp_config_entry_t *e = env_name(*ep, name, sizeof(name)) ? tp_config_find_env(name) : NULL;
         if (e != NULL) first = check_value(e, strchr(*ep, '=') + 1, err, err_len);
-    }
-    if (first == TP_OK) {
-        const char *level = tp_config_value("TP_LOG_LEVEL");
-        if (tp_log_level_parse(level) < 0) {
-            char q[TP_QUOTE_LEN];
-            snprintf(err, err_len, "TP_LOG_LEVEL: expected error, warn, info, debug or trace, got \"%s\"",
-                     tp_quote(level, q, sizeof(q)));
-            first = TP_ERR_INVALID;
-        }
     }
     return first;
 }
@@ -260,14 +209,66 @@ void tp_config_warn_unknown(char *const *environ_)
 void tp_config_print(int fd)
 {
     dprintf(fd, "%-22s %-8s %-10s %s\n", "variable", "default", "current", "meaning");
-    for (size_t i = 0; i < tp_config_table_len; i++) {
-        const tp_config_entry_t *e = &tp_config_table[i];
-        const char *cur = getenv(e->env);
-        if (cur != NULL && strcmp(e->env, "TP_JOB_KEY") == 0) cur = "(set)";
-        dprintf(fd, "%-22s %-8s %-10s %s%s\n", e->env, e->default_value ? (e->default_value[0] ? e->default_value : "\"\"") : "-",
-                cur ? cur : "-", (e->flags & TP_CONFIG_AGREE) ? "[agreed] " : "", e->help);
+    for (size_t c = 0; c < tp_components_len; c++) {
+        const tp_component_t *comp = &tp_components[c];
+        if (comp->config == NULL || comp->config->env == NULL) continue;
+        const char *kind = tp_component_kind_name(comp->kind);
+        dprintf(fd, strcmp(kind, comp->name) == 0 ? "\n%s:\n" : "\n%s (%s):\n", comp->name, kind);
+        for (const tp_config_entry_t *e = comp->config; e->env != NULL; e++) {
+            const char *cur = getenv(e->env);
+            if (cur != NULL && (e->flags & TP_CONFIG_SECRET)) cur = "(set)";
+            dprintf(fd, "%-22s %-8s %-10s %s%s\n", e->env,
+                    e->default_value ? (e->default_value[0] ? e->default_value : "\"\"") : "-", cur ? cur : "-",
+                    (e->flags & TP_CONFIG_AGREE) ? "[agreed] " : "", e->help);
+        }
     }
     char names[1024];
     if (tp_config_unknown(environ, names, sizeof(names)) > 0)
         dprintf(fd, "\nunknown, set in this environment and ignored: %s\n", names);
+}
+
+const char *tp_component_kind_name(tp_component_kind_t kind)
+{
+    switch (kind) {
+    case TP_COMPONENT_CORE: return "core";
+    case TP_COMPONENT_TRANSPORT: return "transport";
+    case TP_COMPONENT_DEVICE: return "device";
+    case TP_COMPONENT_COLL: return "collectives";
+    case TP_COMPONENT_LAUNCHER: return "launcher";
+    }
+    return "?";
+}
+
+static const char *kind_name(tp_config_kind_t k)
+{
+    switch (k) {
+    case TP_CONFIG_STRING: return "string";
+    case TP_CONFIG_INT: return "integer";
+    case TP_CONFIG_SIZE: return "bytes (K, M, G)";
+    case TP_CONFIG_SECONDS: return "seconds";
+    case TP_CONFIG_BOOL: return "boolean";
+    }
+    return "?";
+}
+
+void tp_config_print_doc(int fd)
+{
+    const char *sep = "";
+    for (size_t c = 0; c < tp_components_len; c++) {
+        const tp_component_t *comp = &tp_components[c];
+        if (comp->config == NULL || comp->config->env == NULL) continue;
+        const char *kind = tp_component_kind_name(comp->kind);
+        dprintf(fd, strcmp(kind, comp->name) == 0 ? "%s### %s\n\n" : "%s### %s (%s)\n\n", sep, comp->name, kind);
+        sep = "\n";
+        dprintf(fd, "| variable | set by | type | default | agreed | meaning |\n|---|---|---|---|---|---|\n");
+        for (const tp_config_entry_t *e = comp->config; e->env != NULL; e++) {
+            const char *who = (e->flags & TP_CONFIG_LAUNCHER) ? "launcher"
+                              : !(e->flags & TP_CONFIG_USER)  ? "tprun"
+                              : (e->flags & TP_CONFIG_TPRUN)  ? "user (tprun)"
+                                                              : "user";
+            const char *def = e->default_value == NULL ? "unset" : e->default_value[0] ? e->default_value : "empty";
+            dprintf(fd, "| `%s` | %s | %s | %s | %s | %s |\n", e->env, who, kind_name(e->kind), def,
+                    (e->flags & TP_CONFIG_AGREE) ? "yes" : "", e->help);
+        }
+    }
 }

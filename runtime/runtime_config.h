@@ -1,4 +1,5 @@
-/* runtime_config.h: the one table of TP_* environment variables, with defaults and help text. */
+/* runtime_config.h: TP_* environment variables as tables each component owns, with defaults and help text; the
+ * walkers over every registered component's table (runtime_components.c lists them). */
 #ifndef RUNTIME_CONFIG_H
 #define RUNTIME_CONFIG_H
 
@@ -19,10 +20,12 @@ typedef enum tp_config_kind {
 enum {
     TP_CONFIG_USER = 1u << 0,
     TP_CONFIG_LAUNCHER = 1u << 1,
-    TP_CONFIG_AGREE = 1u << 2, /* must be equal on every rank: compared by the settings agreement */
-    TP_CONFIG_TPRUN = 1u << 3, /* read by tprun itself; without TP_CONFIG_USER, set by tprun for its ranks */
+    TP_CONFIG_AGREE = 1u << 2,  /* must be equal on every rank: compared by the settings agreement */
+    TP_CONFIG_TPRUN = 1u << 3,  /* read by tprun itself; without TP_CONFIG_USER, set by tprun for its ranks */
+    TP_CONFIG_SECRET = 1u << 4, /* its value is never printed (tprun --info shows "(set)") */
 };
 
+/* A component's table is an array of entries ended by one whose env is NULL ({NULL}). */
 typedef struct tp_config_entry {
     const char *env;           /* TP_BOOT_TIMEOUT */
     const char *setting;       /* boot_timeout: the name in the settings agreement and messages */
@@ -30,11 +33,11 @@ typedef struct tp_config_entry {
     unsigned flags;
     const char *default_value; /* NULL: unset by default */
     const char *help;          /* one line */
+    /* A value check beyond the kind's (bounds, names), or NULL; writes a message naming the variable into err. */
+    tp_status_t (*check)(const char *text, char *err, size_t err_len);
 } tp_config_entry_t;
 
-extern const tp_config_entry_t tp_config_table[];
-extern const size_t tp_config_table_len;
-
+/* The entry of a TP_* name in any registered component's table, else NULL. */
 const tp_config_entry_t *tp_config_find_env(const char *env);
 
 /* Parses a value of an entry's kind; on error writes a message naming the variable into err. */
@@ -49,9 +52,16 @@ tp_status_t tp_config_parse_bool(const char *name, const char *text, int *out, c
 #define TP_PART_BYTES_MAX (1ull << 30)
 tp_status_t tp_config_parse_part_bytes(const char *text, uint64_t *out, char *err, size_t err_len);
 
-/* Transport names TP_TRANSPORTS may name. */
-extern const char *const tp_config_transports[];
-extern const size_t tp_config_transports_len;
+/* The registered transports' names, in order of preference (at most max); returns how many are registered. */
+int tp_config_transport_names(const char **names, int max);
+
+/* The entries marked TP_CONFIG_AGREE of every registered component, in list order (at most max into out, which may
+ * be NULL); returns how many there are. */
+int tp_config_agreed(const tp_config_entry_t **out, int max);
+
+/* An entry's value as the settings agreement states it: parsed and printed back, so 4M and 4194304 agree. text
+ * must have passed the entry's check; NULL (unset) gives "". */
+void tp_config_canonical(const tp_config_entry_t *e, const char *text, char *out, size_t len);
 
 /* The environment's value of an entry, else its default (NULL when neither). */
 const char *tp_config_value(const char *env);
@@ -63,7 +73,10 @@ int tp_config_unknown(char *const *environ_, char *out, size_t len);
 /* One warning naming every unknown TP_* variable in environ, so a typo does not go unnoticed. */
 void tp_config_warn_unknown(char *const *environ_);
 
-/* Writes the table (variable, default, current value, help), then any unknown TP_* names set, to fd (tprun --info). */
+/* Writes every component's table (variable, default, current value, help) under the component's name, then any
+ * unknown TP_* names set, to fd (tprun --info). */
 void tp_config_print(int fd);
+/* Writes every component's table as the markdown docs/ENVIRONMENT.md holds between its markers (tests/config_doc). */
+void tp_config_print_doc(int fd);
 
 #endif

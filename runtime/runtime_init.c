@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "runtime_bootstrap.h"
+#include "runtime_config.h"
 #include "runtime_env.h"
 #include "runtime_fate.h"
 #include "runtime_iface.h"
@@ -18,10 +19,16 @@ struct tp_attr {
     int num_settings;
 };
 
-/* The settings libtp itself agrees on; an engine may not reuse these names. */
-static const char *const builtin_settings[] = {"version", "world_size", "job_id", "part_bytes", "boot_timeout",
-                                               "heartbeat_timeout", "transports"};
-#define NUM_BUILTIN (int)(sizeof(builtin_settings) / sizeof(builtin_settings[0]))
+/* The settings libtp itself agrees on are "version" and every registered entry marked TP_CONFIG_AGREE; an engine
+ * may not reuse these names. */
+static int builtin_setting(const char *key)
+{
+    const tp_config_entry_t *agreed[TP_SETTINGS_MAX];
+    int n = tp_config_agreed(agreed, TP_SETTINGS_MAX);
+    for (int i = 0; i < n && i < TP_SETTINGS_MAX; i++)
+        if (strcmp(key, agreed[i]->setting) == 0) return 1;
+    return strcmp(key, "version") == 0;
+}
 
 static enum { LIB_IDLE, LIB_ACTIVE, LIB_FINALIZED } lib_state = LIB_IDLE;
 static tp_world_t *the_world;
@@ -41,11 +48,9 @@ tp_status_t tp_attr_set_setting(tp_attr_t *attr, const char *key, const char *va
         tp_log(TP_LOG_ERROR, "init", "%s", why);
         return TP_ERR_INVALID;
     }
-    for (int i = 0; i < NUM_BUILTIN; i++) {
-        if (strcmp(key, builtin_settings[i]) == 0) {
-            tp_log(TP_LOG_ERROR, "init", "setting %s is libtp's own; choose another name", key);
-            return TP_ERR_INVALID;
-        }
+    if (builtin_setting(key)) {
+        tp_log(TP_LOG_ERROR, "init", "setting %s is libtp's own; choose another name", key);
+        return TP_ERR_INVALID;
     }
     for (int i = 0; i < attr->num_settings; i++) {
         if (strcmp(attr->settings[i].key, key) == 0) {
@@ -56,8 +61,9 @@ tp_status_t tp_attr_set_setting(tp_attr_t *attr, const char *key, const char *va
             return TP_OK;
         }
     }
-    if (attr->num_settings + NUM_BUILTIN >= TP_SETTINGS_MAX) {
-        tp_log(TP_LOG_ERROR, "init", "at most %d engine settings", TP_SETTINGS_MAX - NUM_BUILTIN);
+    int builtin = 1 + tp_config_agreed(NULL, 0);
+    if (attr->num_settings + builtin >= TP_SETTINGS_MAX) {
+        tp_log(TP_LOG_ERROR, "init", "at most %d engine settings", TP_SETTINGS_MAX - builtin);
         return TP_ERR_INVALID;
     }
     tp_setting_t *s = realloc(attr->settings, (size_t)(attr->num_settings + 1) * sizeof(*s));
@@ -90,22 +96,33 @@ void tp_attr_destroy(tp_attr_t *attr)
     free(attr);
 }
 
+/* What this rank states for an agreed entry: the world contract's as the world was built (by whichever launcher),
+ * a setting's as parsed, so that 4M and 4194304 agree. */
+static void agreed_value(const tp_world_t *w, const tp_config_entry_t *e, char *out, size_t len)
+{
+    if (strcmp(e->env, "TP_WORLD_SIZE") == 0) snprintf(out, len, "%d", w->size);
+    else if (strcmp(e->env, "TP_JOB_ID") == 0) snprintf(out, len, "%s", w->job_id);
+    else tp_config_canonical(e, tp_config_value(e->env), out, len);
+}
+
 static tp_status_t build_settings(tp_world_t *w, const tp_attr_t *attr)
 {
-    char values[NUM_BUILTIN][sizeof(((tp_world_t *)0)->transports) + 32];
-    snprintf(values[0], sizeof(values[0]), "%s", PACKAGE_VERSION);
-    snprintf(values[1], sizeof(values[1]), "%d", w->size);
-    snprintf(values[2], sizeof(values[2]), "%s", w->job_id);
-    snprintf(values[3], sizeof(values[3]), "%llu", (unsigned long long)w->part_bytes);
-    snprintf(values[4], sizeof(values[4]), "%g", w->boot_timeout_s);
-    snprintf(values[5], sizeof(values[5]), "%g", w->heartbeat_timeout_s);
-    snprintf(values[6], sizeof(values[6]), "%s", w->transports);
-    int extra = attr ? attr->num_settings : 0;
-    w->settings = calloc((size_t)(NUM_BUILTIN + extra), sizeof(*w->settings));
+    const tp_config_entry_t *agreed[TP_SETTINGS_MAX];
+    int n = tp_config_agreed(agreed, TP_SETTINGS_MAX), extra = attr ? attr->num_settings : 0;
+    if (n > TP_SETTINGS_MAX - 1) n = TP_SETTINGS_MAX - 1;
+    w->settings = calloc((size_t)(1 + n + extra), sizeof(*w->settings));
     if (w->settings == NULL) return TP_ERR_NO_MEMORY;
-    for (int i = 0; i < NUM_BUILTIN + extra; i++) {
-        const char *k = i < NUM_BUILTIN ? builtin_settings[i] : attr->settings[i - NUM_BUILTIN].key;
-        const char *v = i < NUM_BUILTIN ? values[i] : attr->settings[i - NUM_BUILTIN].value;
+    char value[TP_SETTING_VALUE_MAX + 1];
+    for (int i = 0; i < 1 + n + extra; i++) {
+        const char *k = "version", *v = PACKAGE_VERSION;
+        if (i > 0 && i <= n) {
+            k = agreed[i - 1]->setting;
+            agreed_value(w, agreed[i - 1], value, sizeof(value));
+            v = value;
+        } else if (i > n) {
+            k = attr->settings[i - 1 - n].key;
+            v = attr->settings[i - 1 - n].value;
+        }
         w->settings[i].key = strdup(k);
         w->settings[i].value = strdup(v);
         w->num_settings = i + 1;

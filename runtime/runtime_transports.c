@@ -1,4 +1,4 @@
-/* runtime_transports.c: every transport in one ordered array; per peer, the one that reaches it best wins. */
+/* runtime_transports.c: the registered transports in the list's order; per peer, the one that reaches it best wins. */
 #include "runtime_transports.h"
 
 #include <ctype.h>
@@ -9,17 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime_components.h"
 #include "runtime_iface.h"
 #include "runtime_pairs.h"
 #include "runtime_record.h"
 
-extern const tp_transport_ops_t tp_tcp_ops;
-
-/* In order of preference; TP_TRANSPORTS may reorder or drop them. */
-static const tp_transport_ops_t *const tp_transport_list[] = {
-    &tp_tcp_ops,
-};
-#define NUM_TRANSPORTS ((int)(sizeof(tp_transport_list) / sizeof(tp_transport_list[0])))
+/* The transports of the registration list (runtime_components.c), in its order of preference; TP_TRANSPORTS may
+ * reorder or drop them. */
+static int transport_list(const tp_transport_ops_t **list)
+{
+    int n = 0;
+    for (size_t i = 0; i < tp_components_len && n < TP_TRANSPORTS_MAX; i++)
+        if (tp_components[i].kind == TP_COMPONENT_TRANSPORT) list[n++] = tp_components[i].ops;
+    return n;
+}
 
 /* Transports added with tp_transport_register, after the built-in ones. */
 static const tp_transport_ops_t *registered[TP_TRANSPORTS_MAX];
@@ -42,15 +45,16 @@ typedef struct tp_transports {
 
 int tp_transports_names(const char **names, int max)
 {
-    for (int i = 0; i < NUM_TRANSPORTS && i < max; i++) names[i] = tp_transport_list[i]->name;
-    return NUM_TRANSPORTS;
+    const tp_transport_ops_t *list[TP_TRANSPORTS_MAX];
+    int n = transport_list(list);
+    for (int i = 0; i < n && i < max; i++) names[i] = list[i]->name;
+    return n;
 }
 
 /* Built-in and registered transports, in that order. */
 static int all_transports(const tp_transport_ops_t **ops)
 {
-    int n = 0;
-    for (int i = 0; i < NUM_TRANSPORTS; i++) ops[n++] = tp_transport_list[i];
+    int n = transport_list(ops);
     for (int i = 0; i < num_registered && n < TP_TRANSPORTS_MAX; i++) ops[n++] = registered[i];
     return n;
 }
@@ -160,12 +164,30 @@ tp_status_t tp_transports_open(tp_world_t *w)
 {
     const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
     const char *names[TP_TRANSPORTS_MAX];
+<<<<<<< HEAD
     int order[TP_TRANSPORTS_MAX], nall = all_transports(all);
     char unknown[256], known[256] = "";
     size_t ko = 0;
     for (int i = 0; i < nall; i++) {
         names[i] = all[i]->name;
         ko += (size_t)snprintf(known + ko, ko < sizeof(known) ? sizeof(known) - ko : 0, "%s%s", i ? "," : "", names[i]);
+=======
+    int order[TP_TRANSPORTS_MAX];
+    char unknown[256];
+    const tp_transport_ops_t *list[TP_TRANSPORTS_MAX];
+    int registered = transport_list(list);
+    for (int i = 0; i < registered; i++) names[i] = list[i]->name;
+    int n = tp_transports_parse(w->transports, names, registered, order, unknown, sizeof(unknown));
+    if (unknown[0] != '\0')
+        tp_log(TP_LOG_WARN, "transport", "TP_TRANSPORTS=\"%s\": unknown transport %s (known: tcp)", w->transports,
+               unknown);
+    tp_transports_t *t = calloc(1, sizeof(*t));
+    if (t == NULL) return TP_ERR_NO_MEMORY;
+    t->peer_tr = malloc((size_t)w->size * sizeof(int));
+    if (t->peer_tr == NULL) {
+        free(t);
+        return TP_ERR_NO_MEMORY;
+>>>>>>> h-config
     }
     int n = tp_transports_parse(w->transports, names, nall, order, unknown, sizeof(unknown));
     if (unknown[0] != '\0')
@@ -192,11 +214,18 @@ tp_status_t tp_transports_open(tp_world_t *w)
                               .connected = tp_iface_connected,
                               .connected_ctx = w};
     for (int k = 0; k < n; k++) {
+<<<<<<< HEAD
         const tp_transport_ops_t *ops = all[order[k]];
         const char *why = ops_invalid(ops);
         if (why != NULL) {
             tp_log(TP_LOG_WARN, "transport", "%s: %s (this runtime has ABI %u): skipped", ops->name, why,
                    TP_TRANSPORT_ABI);
+=======
+        const tp_transport_ops_t *ops = list[order[k]];
+        if (ops->abi_version != TP_TRANSPORT_ABI || ops->ops_size != sizeof(tp_transport_ops_t)) {
+            tp_log(TP_LOG_WARN, "transport", "%s: built for transport ABI %u (size %u), this runtime has %u: skipped",
+                   ops->name, ops->abi_version, ops->ops_size, TP_TRANSPORT_ABI);
+>>>>>>> h-config
             continue;
         }
         void *state = NULL;

@@ -1,34 +1,11 @@
-/* config_doc: prints the TP_* table as the markdown that docs/ENVIRONMENT.md must hold between its markers. */
-#include <stdio.h>
-#include <string.h>
+/* config_doc: prints every registered component's TP_* table as the markdown that docs/ENVIRONMENT.md must hold
+ * between its markers. */
+#include <unistd.h>
 
 #include "runtime_config.h"
 
-static const char *kind_name(tp_config_kind_t k)
-{
-    switch (k) {
-    case TP_CONFIG_STRING: return "string";
-    case TP_CONFIG_INT: return "integer";
-    case TP_CONFIG_SIZE: return "bytes (K, M, G)";
-    case TP_CONFIG_SECONDS: return "seconds";
-    case TP_CONFIG_BOOL: return "boolean";
-    }
-    return "?";
-}
-
 int main(void)
 {
-    printf("| variable | set by | type | default | agreed | meaning |\n");
-    printf("|---|---|---|---|---|---|\n");
-    for (size_t i = 0; i < tp_config_table_len; i++) {
-        const tp_config_entry_t *e = &tp_config_table[i];
-        const char *who = (e->flags & TP_CONFIG_LAUNCHER) ? "launcher"
-                          : !(e->flags & TP_CONFIG_USER)  ? "tprun"
-                          : (e->flags & TP_CONFIG_TPRUN)  ? "user (tprun)"
-                                                          : "user";
-        const char *def = e->default_value == NULL ? "unset" : e->default_value[0] ? e->default_value : "empty";
-        printf("| `%s` | %s | %s | %s | %s | %s |\n", e->env, who, kind_name(e->kind), def,
-               (e->flags & TP_CONFIG_AGREE) ? "yes" : "", e->help);
-    }
+    tp_config_print_doc(STDOUT_FILENO);
     return 0;
 }

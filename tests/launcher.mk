@@ -4,7 +4,8 @@ check_PROGRAMS += tests/launcher_rank tests/launcher_args_test tests/launcher_pm
 tests_launcher_rank_SOURCES = tests/launcher_rank.c
 tests_launcher_args_test_SOURCES = tests/launcher_args_test.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_exit.c \
-	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c \
+	$(TP_CONFIG_TABLES)
 tests_launcher_args_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tests_launcher_args_test_LDADD = -lm
 tests_launcher_pmix_unit_SOURCES = tests/launcher_pmix_unit.c launcher/tprun_pmix_fence.c launcher/tprun_wire.c

@@ -21,6 +21,13 @@ tests_config_doc_SOURCES = tests/config_doc.c
 tests_config_doc_LDADD = libtp.la
 tests_config_doc_LDFLAGS = -no-install
 TESTS += tests/config_doc.sh tests/runtime_unknown_env.sh
+# A planted component's table in a list of the test's own: the walks over the list see it.
+check_PROGRAMS += tests/config_components
+tests_config_components_SOURCES = tests/config_components.c tests/unit_check.h runtime/core_config.c \
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
+tests_config_components_LDADD = -lm
+TESTS += tests/config_components tests/config_info.sh
+EXTRA_DIST += tests/config_info.sh
 EXTRA_DIST += tests/config_doc.sh tests/runtime_unknown_env.sh
 
 # Rewrites the table in docs/ENVIRONMENT.md from the configuration table in the code.

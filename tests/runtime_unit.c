@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime_components.h"
 #include "runtime_config.h"
 #include "runtime_env.h"
 #include "runtime_iface.h"
@@ -60,9 +61,10 @@ static void test_config(void)
           "bad TP_PART_BYTES refused: %s", err);
     char *env_unknown[] = {"TP_NO_SUCH_THING=1", "PATH=/bin", NULL};
     CHECK(tp_config_check_environ(env_unknown, err, sizeof(err)) == TP_OK, "unknown TP_ variable only warns");
-    for (size_t k = 0; k < tp_config_table_len; k++)
-        CHECK(tp_config_table[k].help[0] != '\0' && strncmp(tp_config_table[k].env, "TP_", 3) == 0,
-              "table entry %zu has a TP_ name and help", k);
+    for (size_t c = 0; c < tp_components_len; c++)
+        for (const tp_config_entry_t *e = tp_components[c].config; e != NULL && e->env != NULL; e++)
+            CHECK(e->help[0] != '\0' && strncmp(e->env, "TP_", 3) == 0, "%s's table entry %s has a TP_ name and help",
+                  tp_components[c].name, e->env);
 }
 
 /* Fills the stack below the caller with non-zero bytes: a value read before it is set then shows as garbage. */
@@ -174,13 +176,13 @@ static void test_config_values(void)
                   strstr(err, "(known: tcp)"),
               "TP_TRANSPORTS=%s refused naming %s: %s", bad[i][0], bad[i][1], err);
     }
-    const char *names[TP_TRANSPORTS_MAX];
+    const char *names[TP_TRANSPORTS_MAX], *config_names[TP_TRANSPORTS_MAX];
     int n = tp_transports_names(names, TP_TRANSPORTS_MAX);
-    CHECK((size_t)n == tp_config_transports_len, "the config knows %zu transports, the runtime has %d",
-          tp_config_transports_len, n);
-    for (int i = 0; i < n && (size_t)i < tp_config_transports_len; i++)
-        CHECK(strcmp(names[i], tp_config_transports[i]) == 0, "transport %d: %s in the runtime, %s in the config", i,
-              names[i], tp_config_transports[i]);
+    int config_n = tp_config_transport_names(config_names, TP_TRANSPORTS_MAX);
+    CHECK(n == config_n, "the config knows %d transports, the runtime has %d", config_n, n);
+    for (int i = 0; i < n && i < config_n; i++)
+        CHECK(strcmp(names[i], config_names[i]) == 0, "transport %d: %s in the runtime, %s in the config", i, names[i],
+              config_names[i]);
 }
 
 static void test_records(void)

@@ -1,0 +1,21 @@
+/* tprun_config.c: tprun's own TP_* table; data, so that libtp knows these names too (no unknown-variable
+ * warning for them in a rank). */
+#include "runtime_config.h"
+
+const tp_config_entry_t tp_tprun_config[] = {
+    {"TP_KILL_GRACE", "kill_grace", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
+     "tprun: seconds between SIGTERM and SIGKILL when the job is ended", NULL},
+    {"TP_TIMEOUT", "timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, NULL,
+     "tprun: end the job after this many seconds (as --timeout)", NULL},
+    {"TP_SSH", "ssh", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "ssh",
+     "tprun: the command that reaches a remote host (as --ssh), split on blanks; BatchMode=yes is always added", NULL},
+    {"TP_SSH_TIMEOUT", "ssh_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "10",
+     "tprun: seconds for every remote host's agent to answer before the launch fails naming the host", NULL},
+    {"TP_LAUNCHER", "launcher", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "auto",
+     "tprun: how ranks start: local (fork), slurm (srun --mpi=pmix), or auto (slurm when SLURM_JOB_ID is set)", NULL},
+    {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",
+     "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort", NULL},
+    {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
+     "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT", NULL},
+    {0},
+};

@@ -1,0 +1,95 @@
+/* core_config.c: the core's TP_* table (the world contract a launcher gives each rank, and the core's settings),
+ * data that tprun links without libtp. */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime_config.h"
+#include "runtime_log.h"
+
+static tp_status_t check_part_bytes(const char *text, char *err, size_t err_len)
+{
+    uint64_t v;
+    return tp_config_parse_part_bytes(text, &v, err, err_len);
+}
+
+/* TP_TRANSPORTS: comma-separated names, each maybe with ^; an unknown one is refused, as a typo would drop it. */
+static tp_status_t check_transports(const char *text, char *err, size_t err_len)
+{
+    const char *names[16];
+    int n = tp_config_transport_names(names, 16);
+    if (n > 16) n = 16;
+    for (const char *p = text; *p != '\0';) {
+        size_t l = strcspn(p, ","), skip = p[0] == '^';
+        int k = 0;
+        while (k < n && !(strlen(names[k]) == l - skip && strncmp(names[k], p + skip, l - skip) == 0)) k++;
+        if (l > skip && k == n) {
+            char known[128] = "";
+            for (int j = 0, o = 0; j < n && o < (int)sizeof(known); j++)
+                o += snprintf(known + o, sizeof(known) - (size_t)o, "%s%s", j ? ", " : "", names[j]);
+            char name[64], qname[TP_QUOTE_LEN], qtext[TP_QUOTE_LEN];
+            snprintf(name, sizeof(name), "%.*s", (int)(l - skip), p + skip);
+            snprintf(err, err_len, "TP_TRANSPORTS: unknown transport \"%s\" in \"%s\" (known: %s)",
+                     tp_quote(name, qname, sizeof(qname)), tp_quote(text, qtext, sizeof(qtext)), known);
+            return TP_ERR_INVALID;
+        }
+        p += l + (p[l] == ',');
+    }
+    return TP_OK;
+}
+
+static tp_status_t check_log_level(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (tp_log_level_parse(text) >= 0) return TP_OK;
+    snprintf(err, err_len, "TP_LOG_LEVEL: expected error, warn, info, debug or trace, got \"%s\"",
+             tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
+
+const tp_config_entry_t tp_core_config[] = {
+    /* The world contract a launcher gives each rank. */
+    {"TP_RANK", "rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index in the world (0-based)", NULL},
+    {"TP_WORLD_SIZE", "world_size", TP_CONFIG_INT, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
+     "number of ranks in the job", NULL},
+    {"TP_LOCAL_RANK", "local_rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index on its host", NULL},
+    {"TP_LOCAL_WORLD_SIZE", "local_world_size", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "number of ranks on this host",
+     NULL},
+    {"TP_NODE_RANK", "node_rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this host's index among the job's hosts",
+     NULL},
+    {"TP_JOB_ID", "job_id", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER | TP_CONFIG_AGREE, NULL,
+     "the job's id, the same on every rank", NULL},
+    {"TP_BOOT_ADDR", "boot_addr", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "host:port of rank 0's bootstrap listener; several, comma-separated, are tried in turn (2 s each but the last)",
+     NULL},
+    {"TP_BOOT_FD", "boot_fd", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL,
+     "rank 0 only: an inherited listening socket for the bootstrap (tprun binds it, so no port is guessed)", NULL},
+    {"TP_HOST", "host", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "this rank's host as named on tprun's command line (peer records and messages use it, not gethostname)", NULL},
+    {"TP_JOB_KEY", "job_key", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER | TP_CONFIG_SECRET, NULL,
+     "the job's secret (32 hex digits); every connection proves it knows it; never printed", NULL},
+    /* Settings a user may change; those marked agree must match on every rank. */
+    {"TP_BOOT_TIMEOUT", "boot_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "60",
+     "seconds to wait for every rank to check in before the bootstrap fails naming the missing ranks", NULL},
+    {"TP_BOOT_REPORT", "boot_report", TP_CONFIG_SECONDS, TP_CONFIG_USER, "2",
+     "seconds between 'waiting for ranks ...' messages while the bootstrap waits", NULL},
+    {"TP_HEARTBEAT_TIMEOUT", "heartbeat_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "1",
+     "seconds without a heartbeat after which a peer counts as hung and the job fails", NULL},
+    {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
+     "large collectives move in parts of this many bytes (64 to 1G)", check_part_bytes},
+    {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
+     "transports to use, comma-separated in order, or ^name to exclude; empty means all; this build has one: tcp",
+     check_transports},
+    {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
+     "microseconds a waiting rank spins before it blocks in the kernel", NULL},
+    {"TP_IFNAME", "ifname", TP_CONFIG_STRING, TP_CONFIG_USER, "",
+     "interfaces peers may be reached on, as NCCL_SOCKET_IFNAME: prefixes (eth,ib), =exact names, ^excluded; "
+     "empty: any on a /24 the two ranks share",
+     NULL},
+    {"TP_REPORT_BINDINGS", "report_bindings", TP_CONFIG_BOOL, TP_CONFIG_USER, "0",
+     "each rank prints the interface chosen for each peer and why the others were not (tprun --report-bindings)", NULL},
+    {"TP_LOG_LEVEL", "log_level", TP_CONFIG_STRING, TP_CONFIG_USER, "warn", "error, warn, info, debug or trace",
+     check_log_level},
+    {"TP_ENV_CHECKED", "env_checked", TP_CONFIG_BOOL, TP_CONFIG_TPRUN, "0",
+     "set to 1 by tprun once it has warned about unknown TP_* names, so its ranks do not warn again", NULL},
+    {0},
+};
