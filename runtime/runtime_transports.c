@@ -164,30 +164,12 @@ tp_status_t tp_transports_open(tp_world_t *w)
 {
     const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
     const char *names[TP_TRANSPORTS_MAX];
-<<<<<<< HEAD
     int order[TP_TRANSPORTS_MAX], nall = all_transports(all);
     char unknown[256], known[256] = "";
     size_t ko = 0;
     for (int i = 0; i < nall; i++) {
         names[i] = all[i]->name;
         ko += (size_t)snprintf(known + ko, ko < sizeof(known) ? sizeof(known) - ko : 0, "%s%s", i ? "," : "", names[i]);
-=======
-    int order[TP_TRANSPORTS_MAX];
-    char unknown[256];
-    const tp_transport_ops_t *list[TP_TRANSPORTS_MAX];
-    int registered = transport_list(list);
-    for (int i = 0; i < registered; i++) names[i] = list[i]->name;
-    int n = tp_transports_parse(w->transports, names, registered, order, unknown, sizeof(unknown));
-    if (unknown[0] != '\0')
-        tp_log(TP_LOG_WARN, "transport", "TP_TRANSPORTS=\"%s\": unknown transport %s (known: tcp)", w->transports,
-               unknown);
-    tp_transports_t *t = calloc(1, sizeof(*t));
-    if (t == NULL) return TP_ERR_NO_MEMORY;
-    t->peer_tr = malloc((size_t)w->size * sizeof(int));
-    if (t->peer_tr == NULL) {
-        free(t);
-        return TP_ERR_NO_MEMORY;
->>>>>>> h-config
     }
     int n = tp_transports_parse(w->transports, names, nall, order, unknown, sizeof(unknown));
     if (unknown[0] != '\0')
@@ -214,18 +196,11 @@ tp_status_t tp_transports_open(tp_world_t *w)
                               .connected = tp_iface_connected,
                               .connected_ctx = w};
     for (int k = 0; k < n; k++) {
-<<<<<<< HEAD
         const tp_transport_ops_t *ops = all[order[k]];
         const char *why = ops_invalid(ops);
         if (why != NULL) {
             tp_log(TP_LOG_WARN, "transport", "%s: %s (this runtime has ABI %u): skipped", ops->name, why,
                    TP_TRANSPORT_ABI);
-=======
-        const tp_transport_ops_t *ops = list[order[k]];
-        if (ops->abi_version != TP_TRANSPORT_ABI || ops->ops_size != sizeof(tp_transport_ops_t)) {
-            tp_log(TP_LOG_WARN, "transport", "%s: built for transport ABI %u (size %u), this runtime has %u: skipped",
-                   ops->name, ops->abi_version, ops->ops_size, TP_TRANSPORT_ABI);
->>>>>>> h-config
             continue;
         }
         void *state = NULL;
