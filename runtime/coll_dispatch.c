@@ -1,12 +1,25 @@
-/* coll_dispatch.c: the ordered collective provider list; per call, the first that takes the buffers' memory type. */
+/* coll_dispatch.c: the collective providers in order: those added at run time, then the registration list's; per
+ * call, the first that takes the buffers' memory type. */
 #include <stdlib.h>
 
 #include "coll_dispatch.h"
+#include "runtime_components.h"
 #include "runtime_devices.h"
 
-/* Most specific first: the built-in host engine takes host memory and every call, so it stays last. */
-static const tp_coll_ops_t *providers[TP_COLL_PROVIDERS_MAX] = {&tp_host_coll_ops};
-static int n_providers = 1;
+/* Added by tp_coll_provider_add, most recent first; the list's follow (the built-in host engine, which takes host
+ * memory and every call, is listed last). */
+static const tp_coll_ops_t *providers[TP_COLL_PROVIDERS_MAX];
+static int n_providers;
+
+/* Every provider in order of preference; returns how many. */
+static int all_providers(const tp_coll_ops_t **out)
+{
+    int n = 0;
+    for (int i = 0; i < n_providers; i++) out[n++] = providers[i];
+    for (size_t i = 0; i < tp_components_len && n < TP_COLL_PROVIDERS_MAX; i++)
+        if (tp_components[i].kind == TP_COMPONENT_COLL) out[n++] = tp_components[i].ops;
+    return n;
+}
 
 tp_status_t tp_coll_provider_add(const tp_coll_ops_t *ops)
 {
@@ -17,7 +30,7 @@ tp_status_t tp_coll_provider_add(const tp_coll_ops_t *ops)
                ops != NULL ? ops->ops_size : 0, TP_COLL_ABI, sizeof(tp_coll_ops_t));
         return TP_ERR_INVALID;
     }
-    if (n_providers == TP_COLL_PROVIDERS_MAX) {
+    if (n_providers == TP_COLL_PROVIDERS_MAX - 1) {
         tp_log(TP_LOG_ERROR, "coll", "collective provider %s: the list is full (%d providers)", ops->name,
                TP_COLL_PROVIDERS_MAX);
         return TP_ERR_NO_MEMORY;
@@ -30,8 +43,10 @@ tp_status_t tp_coll_provider_add(const tp_coll_ops_t *ops)
 
 int tp_coll_streams_taken(void)
 {
-    for (int i = 0; i < n_providers; i++)
-        if (providers[i]->streams) return 1;
+    const tp_coll_ops_t *all[TP_COLL_PROVIDERS_MAX];
+    int n = all_providers(all);
+    for (int i = 0; i < n; i++)
+        if (all[i]->streams) return 1;
     return 0;
 }
 
@@ -40,8 +55,10 @@ tp_status_t tp_coll_comm_init(tp_comm_t *comm)
     coll_comm_t *cc = calloc(1, sizeof(*cc));
     if (cc == NULL) return TP_ERR_NO_MEMORY;
     comm->coll_state = cc;
-    for (; cc->n < n_providers; cc->n++) {
-        cc->ops[cc->n] = providers[cc->n];
+    const tp_coll_ops_t *all[TP_COLL_PROVIDERS_MAX];
+    int n = all_providers(all);
+    for (; cc->n < n; cc->n++) {
+        cc->ops[cc->n] = all[cc->n];
         tp_status_t s = cc->ops[cc->n]->comm_create(comm, &cc->state[cc->n]);
         if (s != TP_OK) {
             tp_coll_comm_fini(comm);

@@ -19,6 +19,8 @@ extern const tp_transport_ops_t tp_tcp_ops;
 const tp_component_t tp_components[] = {
     {"core", TP_COMPONENT_CORE, tp_core_config, NULL},
     {"tcp", TP_COMPONENT_TRANSPORT, NULL, OPS(tp_tcp_ops)},
+    {"host", TP_COMPONENT_DEVICE, NULL, OPS(tp_host_device_ops)},
+    {"host", TP_COMPONENT_COLL, NULL, OPS(tp_host_coll_ops)},
     {"tprun", TP_COMPONENT_LAUNCHER, tp_tprun_config, NULL},
 };
 const size_t tp_components_len = sizeof(tp_components) / sizeof(tp_components[0]);

@@ -1,14 +1,21 @@
-/* runtime_devices.c: the ordered device list; per buffer, the first device that claims it owns it. */
+/* runtime_devices.c: the devices in order: those added at run time, then the registration list's; per buffer, the
+ * first device that claims it owns it. */
 #include "runtime_devices.h"
 
-/* Most specific first: the host device claims every pointer, so it stays last. */
-static const tp_device_ops_t *devices[TP_DEVICES_MAX] = {&tp_host_device_ops};
-static int n_devices = 1;
+#include "runtime_components.h"
+
+/* Added by tp_device_add (tests, an engine's own), most recent first; the list's devices follow, host last. */
+static const tp_device_ops_t *devices[TP_DEVICES_MAX];
+static int n_devices;
 
 const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type)
 {
     for (int i = 0; i < n_devices; i++)
         if (devices[i]->mem_query(ptr, type)) return devices[i];
+    for (size_t i = 0; i < tp_components_len; i++) {
+        const tp_device_ops_t *d = tp_components[i].ops;
+        if (tp_components[i].kind == TP_COMPONENT_DEVICE && d->mem_query(ptr, type)) return d;
+    }
     *type = TP_MEM_HOST;
     return &tp_host_device_ops;
 }
@@ -21,7 +28,7 @@ tp_status_t tp_device_add(const tp_device_ops_t *ops)
                ops != NULL ? ops->ops_size : 0, TP_DEVICE_ABI, sizeof(tp_device_ops_t));
         return TP_ERR_INVALID;
     }
-    if (n_devices == TP_DEVICES_MAX) {
+    if (n_devices == TP_DEVICES_MAX - 1) {
         tp_log(TP_LOG_ERROR, "device", "device %s: the list is full (%d devices)", ops->name, TP_DEVICES_MAX);
         return TP_ERR_NO_MEMORY;
     }
