@@ -2,7 +2,7 @@
 # than linking libtp.so: the launcher starts faster without the shared library and builds on its own.
 bin_PROGRAMS += tprun
 tprun_SOURCES = \
-	launcher/tprun_main.c \
+	launcher/tprun_main.c launcher/core/loop.c launcher/core/loop.h \
 	launcher/tprun_args.c launcher/tprun_args.h launcher/tprun_hosts.c \
 	launcher/tprun_spawn.c launcher/tprun_spawn.h \
 	launcher/tprun_output.c launcher/tprun_output.h \

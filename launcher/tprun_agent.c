@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,17 +18,12 @@
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
 
-/* The agent's own epoll ids (ID_SIGNALS as in tprun's loop; ranks' streams are 2i and 2i+1). */
-#define ID_CHANNEL 0xfffffff1u
-#define ID_PMIX_EVENTS 0xfffffff2u
-#define ID_STDIN_PIPE 0xfffffff3u
-
 typedef struct agent {
     tprun_plan_t plan;
     tprun_job_t job;
     char **args;
     size_t nargs;
-    int epfd, sigfd;
+    tprun_evloop_t *ev;
     int running;
     int go;
     int lost; /* the channel to tprun closed or broke: kill everything */
@@ -41,8 +35,8 @@ typedef struct agent {
     int stdin_on;
     unsigned char *in_buf;
     size_t in_len, in_cap;
-    int in_eof;     /* tprun sent the end of input */
-    int in_waiting; /* the pipe is in the epoll for EPOLLOUT */
+    int in_eof;            /* tprun sent the end of input */
+    tprun_ev_t *in_ev;     /* the pipe waits for room */
 } agent_t;
 
 static agent_t G;
@@ -229,6 +223,8 @@ static void kill_all(agent_t *A, int sig)
 
 /* Writes what tprun sent into rank 0's stdin, acknowledges it ("ia N"), and closes the pipe at the end of input.
  * A rank 0 that stopped reading (EPIPE) makes the agent say "ie": tprun stops sending. */
+static void on_stdin_room(void *arg, unsigned revents);
+
 static void stdin_flush(agent_t *A)
 {
     int fd = A->job.stdin_pipe[1];
@@ -238,10 +234,10 @@ static void stdin_flush(agent_t *A)
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno == EAGAIN) break;
         if (w < 0) { /* rank 0 closed its stdin or ended: drop the rest */
-            epoll_ctl(A->epfd, EPOLL_CTL_DEL, fd, NULL);
+            tprun_ev_remove(A->in_ev);
+            A->in_ev = NULL;
             close(fd);
             A->job.stdin_pipe[1] = fd = -1;
-            A->in_waiting = 0;
             send_line("ie");
             done = A->in_len;
             break;
@@ -255,19 +251,21 @@ static void stdin_flush(agent_t *A)
     }
     if (fd < 0) return;
     if (A->in_len == 0 && A->in_eof) {
-        if (A->in_waiting) epoll_ctl(A->epfd, EPOLL_CTL_DEL, fd, NULL);
+        tprun_ev_remove(A->in_ev);
+        A->in_ev = NULL;
         close(fd);
         A->job.stdin_pipe[1] = -1;
-        A->in_waiting = 0;
         return;
     }
-    int want = A->in_len > 0;
-    if (want != A->in_waiting) {
-        struct epoll_event e = {.events = EPOLLOUT, .data.u32 = ID_STDIN_PIPE};
-        epoll_ctl(A->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &e);
-        A->in_waiting = want;
+    if (A->in_len > 0 && A->in_ev == NULL) {
+        A->in_ev = tprun_ev_fd(A->ev, fd, EPOLLOUT, 0, on_stdin_room, A);
+    } else if (A->in_len == 0 && A->in_ev != NULL) {
+        tprun_ev_remove(A->in_ev);
+        A->in_ev = NULL;
     }
 }
+
+static void on_stdin_room(void *arg, unsigned revents) { (void)revents, stdin_flush(arg); }
 
 /* "i DATA" (base64) or "ie": rank 0's stdin from tprun. */
 static void on_stdin_line(agent_t *A, char *line)
@@ -328,30 +326,55 @@ static void rank_done(agent_t *A, int i, int wstatus)
         oom = count >= 0 && A->oom_base >= 0 && count > A->oom_base;
         A->oom_base = count;
     }
-    epoll_ctl(A->epfd, EPOLL_CTL_DEL, r->out.fd, NULL);
-    epoll_ctl(A->epfd, EPOLL_CTL_DEL, r->err.fd, NULL);
+    tprun_ev_remove(r->out_ev);
+    tprun_ev_remove(r->err_ev);
+    r->out_ev = r->err_ev = NULL;
     tprun_stream_drain(&r->out, &r->prefix);
     tprun_stream_drain(&r->err, &A->err_prefix[i]);
     send_line("x %d %d %d %d", r->id, wstatus, r->exec_errno, oom);
 }
 
-static void reap(agent_t *A)
+/* A rank's end (the loop reaped it, its group killed with it, as under tprun). */
+static void on_rank_child(void *arg, pid_t pid, int wstatus)
 {
-    siginfo_t si;
-    for (;;) {
-        si.si_pid = 0;
-        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
-        pid_t pid = si.si_pid;
-        int idx = -1;
-        for (int i = 0; i < A->job.np; i++)
-            if (A->job.ranks[i].running && A->job.ranks[i].pid == pid) idx = i;
-        if (idx >= 0) kill(-pid, SIGKILL); /* its group dies with it, as under tprun */
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    agent_t *A = arg;
+    for (int i = 0; i < A->job.np; i++)
+        if (A->job.ranks[i].running && A->job.ranks[i].pid == pid) {
+            A->job.ranks[i].child_ev = NULL;
+            rank_done(A, i, wstatus);
+            return;
         }
-        if (idx >= 0) rank_done(A, idx, st);
-        else if (pid == A->job.keeper.pid) A->job.keeper.pid = 0;
+}
+
+static void on_keeper_child(void *arg, pid_t pid, int wstatus)
+{
+    agent_t *A = arg;
+    (void)pid, (void)wstatus;
+    A->job.keeper.pid = 0;
+}
+
+static void pump_rank(agent_t *A, tprun_stream_t *s, const tprun_prefix_t *p, tprun_ev_t **ev)
+{
+    (void)A;
+    if (s->fd >= 0 && tprun_stream_pump(s, p) == 0) {
+        tprun_ev_remove(*ev);
+        *ev = NULL;
+        tprun_stream_close(s, p);
     }
+}
+
+static void on_rank_out(void *arg, unsigned revents)
+{
+    tprun_rank_t *r = arg;
+    (void)revents;
+    pump_rank(&G, &r->out, &r->prefix, &r->out_ev);
+}
+
+static void on_rank_err(void *arg, unsigned revents)
+{
+    tprun_rank_t *r = arg;
+    (void)revents;
+    pump_rank(&G, &r->err, &G.err_prefix[r - G.job.ranks], &r->err_ev);
 }
 
 /* Before the PMIx server's events: the ranks already dying are reported first. */
@@ -359,7 +382,7 @@ static void reap_dying(void *ctx)
 {
     agent_t *A = ctx;
     tprun_wait_exiting(&A->job);
-    reap(A);
+    tprun_evloop_reap(A->ev);
 }
 
 static int start_ranks(agent_t *A)
@@ -380,57 +403,50 @@ static int start_ranks(agent_t *A)
         tprun_rank_t *r = &J->ranks[i];
         if (tprun_rank_start(J, i) != TP_OK) return -1;
         A->running++;
-        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)(2 * i)};
-        epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->out.fd, &e);
-        e.data.u32 = (uint32_t)(2 * i + 1);
-        epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->err.fd, &e);
+        r->child_ev = tprun_ev_child(A->ev, r->pid, TPRUN_EV_CHILD_KILL_GROUP, on_rank_child, A);
+        r->out_ev = tprun_ev_fd(A->ev, r->out.fd, EPOLLIN, 0, on_rank_out, r);
+        r->err_ev = tprun_ev_fd(A->ev, r->err.fd, EPOLLIN, 0, on_rank_err, r);
         send_line("s %d %d", r->id, (int)r->pid);
     }
     if (A->stdin_on) stdin_flush(A); /* what tprun sent before "go" */
     return 0;
 }
 
+/* tprun's commands; its end (tprun, its ssh or this host's link is gone) ends everything. */
+static void on_channel(void *arg, unsigned revents)
+{
+    agent_t *A = arg;
+    int was_go = A->go;
+    (void)revents;
+    if (tprun_stream_pump(&A->channel, &(tprun_prefix_t){"", 0}) == 0) {
+        A->lost = 1;
+        tprun_evloop_stop(A->ev);
+        return;
+    }
+    if (A->go && !was_go && start_ranks(A) != 0) {
+        tp_log(TP_LOG_ERROR, "agent", "host %s: could not start every rank; ending those started", A->job.host);
+        kill_all(A, SIGKILL);
+    }
+}
+
+/* Fences, data requests and aborts to tprun (PMIx hook). */
+static void on_pmix_events(void *arg, unsigned revents) { (void)revents, tprun_agent_pmix_on_ready(reap_dying, arg); }
+
+/* SIGTERM, SIGHUP or SIGINT to the agent: end the ranks. */
+static void on_signal(void *arg, int sig)
+{
+    agent_t *A = arg;
+    (void)sig;
+    A->lost = 1;
+    tprun_evloop_stop(A->ev);
+}
+
 static void loop(agent_t *A)
 {
-    struct epoll_event ev[64];
     /* Under --pmix the server stays until tprun ends the job: ranks on other hosts may still want this host's
      * ranks' data after they ended. */
-    while (!A->lost && (!A->go || A->running > 0 || tprun_agent_pmix_on())) {
-        int n = epoll_wait(A->epfd, ev, 64, -1);
-        if (n < 0 && errno != EINTR) break;
-        for (int k = 0; k < n && !A->lost; k++) {
-            uint32_t id = ev[k].data.u32;
-            if (id == ID_CHANNEL) {
-                int was_go = A->go;
-                if (tprun_stream_pump(&A->channel, &(tprun_prefix_t){"", 0}) == 0) {
-                    A->lost = 1; /* tprun, its ssh or this host's link is gone */
-                    break;
-                }
-                if (A->go && !was_go && start_ranks(A) != 0) {
-                    tp_log(TP_LOG_ERROR, "agent", "host %s: could not start every rank; ending those started",
-                           A->job.host);
-                    kill_all(A, SIGKILL);
-                }
-            } else if (id == ID_STDIN_PIPE) {
-                stdin_flush(A);
-            } else if (id == ID_PMIX_EVENTS) {
-                tprun_agent_pmix_on_ready(reap_dying, A); /* PMIx hook: fences, data requests, aborts to tprun */
-            } else if (id == ID_SIGNALS) {
-                struct signalfd_siginfo si;
-                while (read(A->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                    if (si.ssi_signo != SIGCHLD) A->lost = 1; /* SIGTERM or SIGHUP to the agent: end the ranks */
-                reap(A);
-            } else if (id / 2 < (uint32_t)A->job.np) {
-                tprun_rank_t *r = &A->job.ranks[id / 2];
-                tprun_stream_t *s = id % 2 ? &r->err : &r->out;
-                const tprun_prefix_t *p = id % 2 ? &A->err_prefix[id / 2] : &r->prefix;
-                if (s->fd >= 0 && tprun_stream_pump(s, p) == 0) {
-                    epoll_ctl(A->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-                    tprun_stream_close(s, p);
-                }
-            }
-        }
-    }
+    while (!A->lost && (!A->go || A->running > 0 || tprun_agent_pmix_on()))
+        if (tprun_evloop_run_once(A->ev, -1) != 0) break;
 }
 
 static int agent_run(void)
@@ -438,7 +454,6 @@ static int agent_run(void)
     agent_t *A = &G;
     memset(A, 0, sizeof(*A));
     tp_log_set_program("tprun-agent");
-    A->epfd = A->sigfd = -1;
     A->job.keeper.fd = -1;
     tprun_stream_init(&A->channel, STDIN_FILENO, -1);
     signal(SIGPIPE, SIG_IGN); /* a write to a closed channel fails with EPIPE: the job is over */
@@ -459,21 +474,19 @@ static int agent_run(void)
             return refuse("TP_IFNAME=\"%s\": no IPv4 interface of this host matches", spec);
         A->job.boot_bind = "0.0.0.0";
     }
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGCHLD);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGINT);
-    sigprocmask(SIG_BLOCK, &sigs, &A->job.child_mask);
     A->job.reset_sigpipe = 1;
     A->job.defer_envs = 1;
-    A->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-    A->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (A->sigfd < 0 || A->epfd < 0) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
+    A->ev = tprun_evloop_create();
+    if (A->ev == NULL) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
+    A->job.child_mask = *tprun_evloop_child_mask(A->ev);
+    static const int ending[] = {SIGTERM, SIGHUP, SIGINT};
+    for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
+        if (tprun_ev_signal(A->ev, ending[i], on_signal, A) == NULL)
+            return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     char err[1024];
     if (tprun_agent_pmix_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* PMIx hook */
     if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
+    tprun_ev_child(A->ev, A->job.keeper.pid, 0, on_keeper_child, A);
     tprun_oom_init();
     A->oom_base = tprun_oom_count();
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
@@ -495,19 +508,13 @@ static int agent_run(void)
     fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
     A->channel.on_line = on_command;
     A->channel.ctx = A;
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
-    if (epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) != 0) { /* a regular file: it would never be read again */
+    if (tprun_ev_fd(A->ev, STDIN_FILENO, EPOLLIN, 0, on_channel, A) == NULL) { /* a regular file: never read again */
         int why = errno;
         tprun_agent_pmix_stop();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot watch the channel from tprun on stdin: %s", strerror(why));
     }
-    e.data.u32 = ID_SIGNALS;
-    epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
-    if (tprun_agent_pmix_fd() >= 0) {
-        e.data.u32 = ID_PMIX_EVENTS;
-        epoll_ctl(A->epfd, EPOLL_CTL_ADD, tprun_agent_pmix_fd(), &e);
-    }
+    if (tprun_agent_pmix_fd() >= 0) tprun_ev_fd(A->ev, tprun_agent_pmix_fd(), EPOLLIN, 0, on_pmix_events, A);
     send_line("ready %s %d %s %d", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip,
               A->job.master_port);
     /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
@@ -523,14 +530,8 @@ static int agent_run(void)
     if (A->lost) {
         /* The job's channel is gone: nothing may outlive it. */
         kill_all(A, SIGKILL);
-        for (int i = 0; i < A->job.np; i++) {
-            tprun_rank_t *r = &A->job.ranks[i];
-            int wst;
-            if (!r->running) continue;
-            while (waitpid(r->pid, &wst, 0) < 0 && errno == EINTR) {
-            }
-            rank_done(A, i, wst);
-        }
+        for (int i = 0; i < A->job.np; i++)
+            if (A->job.ranks[i].running) tprun_ev_child_wait(A->job.ranks[i].child_ev);
         tprun_agent_pmix_stop();
         tprun_keeper_finish(&A->job.keeper);
         return 1;

@@ -2,16 +2,10 @@
 #ifndef TPRUN_LOOP_H
 #define TPRUN_LOOP_H
 
+#include "core/loop.h"
 #include "tprun_args.h"
 #include "tprun_output.h"
 #include "tprun_spawn.h"
-
-/* epoll ids beyond the ranks' streams (rank r's stdout is 2r, its stderr 2r+1); agent a's channel is
- * ID_AGENT_BASE + 3a, its stderr ID_AGENT_BASE + 3a + 1, its input (when waiting for room) + 3a + 2. */
-#define ID_AGENT_BASE 0x80000000u
-#define ID_SIGNALS    0xfffffff0u
-#define ID_STDIN_IN   0xfffffff1u
-#define ID_STDIN_OUT  0xfffffff2u
 
 struct tprun_agents;
 
@@ -19,29 +13,29 @@ typedef struct tprun_loop {
     tprun_job_t *job;
     const tprun_plan_t *plan;
     struct tprun_agents *agents; /* NULL on a single-host job */
-    int epfd;
-    int sigfd;
+    tprun_evloop_t *ev;
     int running;       /* ranks started and not reaped */
     int started;       /* ranks started */
     int first_failure; /* the rank whose failure decides the exit status, or -1 */
     int exit_status;
     int timed_out;
     int launch_failed;
-    int host_lost;           /* first failure: a host's agent was lost (named by tprun_remote.c) */
-    int signals_seen;        /* SIGINT, SIGTERM, SIGHUP received */
-    double kill_deadline;    /* when tprun SIGKILLs what is left; 0 when not set */
-    double timeout_deadline; /* 0 without --timeout */
-    double held_deadline;    /* a rank ended with 70 on another host: wait this long for the cause's report */
-    int held_rank;           /* that rank, or -1 */
-    double agents_deadline;  /* after the SIGKILL: agents still silent then are cut off */
+    int host_lost;             /* first failure: a host's agent was lost (named by tprun_remote.c) */
+    int signals_seen;          /* SIGINT, SIGTERM, SIGHUP received */
+    int signals_held;          /* the agents are starting or ending: a signal is recorded, not forwarded */
+    int interrupted_by;        /* the last signal recorded so, or 0 */
+    tprun_ev_t *kill_timer;    /* when tprun SIGKILLs what is left */
+    tprun_ev_t *timeout_timer; /* --timeout */
+    tprun_ev_t *held_timer;    /* a rank ended with 70 on another host: wait this long for the cause's report */
+    int held_rank;             /* that rank, or -1 */
+    tprun_ev_t *agents_timer;  /* after the SIGKILL: agents still silent then are cut off */
     long long oom_base;
     struct reaped *batch; /* room for every rank, for one pass of reaping */
+    int nbatch;
     tprun_stdin_t in;
-    unsigned stdin_events[2]; /* events registered for fd 0 and the stdin pipe */
+    tprun_ev_t *stdin_ev[2]; /* registrations of fd 0 and the stdin pipe, or NULL */
 } tprun_loop_t;
 
-double tprun_now_s(void);
-void tprun_loop_epoll_del(tprun_loop_t *L, int fd);
 /* A rank (local or remote) ended with a wait status: the failure rules, teardown and its output. */
 void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus);
 /* Reaps every local rank that has ended (causes before consequences). */

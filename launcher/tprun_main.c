@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,12 +27,12 @@ extern char **environ;
 
 static double now_s(void) { return tprun_now_s(); }
 
-static void epoll_del(tprun_loop_t *L, int fd)
+/* Moves a timer earlier (never later): the first deadline set wins. */
+static void arm_by(tprun_ev_t *timer, double deadline)
 {
-    if (fd >= 0) epoll_ctl(L->epfd, EPOLL_CTL_DEL, fd, NULL);
+    double at = tprun_ev_timer_deadline(timer);
+    if (at == 0 || deadline < at) tprun_ev_timer_set(timer, deadline);
 }
-
-void tprun_loop_epoll_del(tprun_loop_t *L, int fd) { epoll_del(L, fd); }
 
 /* Signals every running rank's process group; SIGCONT first so a stopped rank sees the signal. */
 static void signal_ranks(tprun_loop_t *L, int sig)
@@ -52,11 +51,15 @@ static void signal_ranks(tprun_loop_t *L, int sig)
 static void kill_now(tprun_loop_t *L)
 {
     signal_ranks(L, SIGKILL);
-    L->kill_deadline = 0;
+    tprun_ev_timer_set(L->kill_timer, 0);
     /* An agent that does not report its ranks' end after the SIGKILL is cut off (its host may be gone). */
-    if (L->agents != NULL && L->agents_deadline == 0)
-        L->agents_deadline = now_s() + (L->plan->grace_s > 1 ? L->plan->grace_s : 1);
+    if (L->agents != NULL && tprun_ev_timer_deadline(L->agents_timer) == 0)
+        tprun_ev_timer_set(L->agents_timer, now_s() + (L->plan->grace_s > 1 ? L->plan->grace_s : 1));
 }
+
+static void on_kill_timer(void *arg) { kill_now(arg); }
+
+static void on_agents_timer(void *arg) { tprun_agents_cut_off(arg); }
 
 /* SIGTERM now, SIGKILL after the grace (or at once with --grace 0). */
 static void teardown(tprun_loop_t *L)
@@ -66,8 +69,7 @@ static void teardown(tprun_loop_t *L)
         return;
     }
     signal_ranks(L, SIGTERM);
-    double deadline = now_s() + L->plan->grace_s;
-    if (L->kill_deadline == 0 || deadline < L->kill_deadline) L->kill_deadline = deadline;
+    arm_by(L->kill_timer, now_s() + L->plan->grace_s);
 }
 
 void tprun_loop_teardown(tprun_loop_t *L) { teardown(L); }
@@ -85,13 +87,17 @@ static void running_ranks(tprun_loop_t *L, char *buf, size_t len)
 static void stdin_stop(tprun_loop_t *L)
 {
     if (L->in.pipe_fd < 0 && L->in.in_fd < 0) return;
-    if (L->stdin_events[0]) epoll_del(L, L->in.in_fd);
-    if (L->stdin_events[1]) epoll_del(L, L->in.pipe_fd);
-    L->stdin_events[0] = L->stdin_events[1] = 0;
+    for (int i = 0; i < 2; i++) {
+        tprun_ev_remove(L->stdin_ev[i]);
+        L->stdin_ev[i] = NULL;
+    }
     tprun_stdin_close(&L->in);
 }
 
 /* Moves stdin to rank 0 and registers for what the forwarder waits on next. */
+static void on_stdin_in(void *arg, unsigned revents);
+static void on_stdin_out(void *arg, unsigned revents);
+
 static void stdin_step(tprun_loop_t *L, int in_ready)
 {
     int want = tprun_stdin_pump(&L->in, in_ready);
@@ -101,16 +107,22 @@ static void stdin_step(tprun_loop_t *L, int in_ready)
     }
     unsigned ev[2] = {want == 1 ? EPOLLIN : 0, want == 2 ? EPOLLOUT : 0};
     int fds[2] = {L->in.in_fd, L->in.pipe_fd};
-    uint32_t ids[2] = {ID_STDIN_IN, ID_STDIN_OUT};
+    const tprun_ev_fd_fn fns[2] = {on_stdin_in, on_stdin_out};
     for (int i = 0; i < 2; i++) {
-        if (ev[i] == L->stdin_events[i]) continue;
-        struct epoll_event e = {.events = ev[i], .data.u32 = ids[i]};
-        if (L->stdin_events[i] == 0) epoll_ctl(L->epfd, EPOLL_CTL_ADD, fds[i], &e);
-        else if (ev[i] == 0) epoll_del(L, fds[i]);
-        else epoll_ctl(L->epfd, EPOLL_CTL_MOD, fds[i], &e);
-        L->stdin_events[i] = ev[i];
+        if (L->stdin_ev[i] != NULL && ev[i] == 0) {
+            tprun_ev_remove(L->stdin_ev[i]);
+            L->stdin_ev[i] = NULL;
+        } else if (L->stdin_ev[i] != NULL) {
+            tprun_ev_fd_set(L->stdin_ev[i], ev[i]);
+        } else if (ev[i] != 0) {
+            L->stdin_ev[i] = tprun_ev_fd(L->ev, fds[i], ev[i], 0, fns[i], L);
+        }
     }
 }
+
+static void on_stdin_in(void *arg, unsigned revents) { (void)revents, stdin_step(arg, 1); }
+
+static void on_stdin_out(void *arg, unsigned revents) { (void)revents, stdin_step(arg, 0); }
 
 /* The host a rank runs on, as the command line named it (this machine's name on a single-host job). */
 static const char *rank_host(const tprun_loop_t *L, int r)
@@ -182,14 +194,15 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     if (candidate && is_consequence(wstatus)) {
         if (L->held_rank < 0) {
             L->held_rank = r;
-            L->held_deadline = now_s() + (L->agents != NULL ? TPRUN_CAUSE_WAIT_S : TPRUN_LOCAL_CAUSE_WAIT_S);
+            tprun_ev_timer_set(L->held_timer,
+                               now_s() + (L->agents != NULL ? TPRUN_CAUSE_WAIT_S : TPRUN_LOCAL_CAUSE_WAIT_S));
         }
         candidate = 0;
     }
     int held = L->held_rank;
     if (candidate) {
         L->held_rank = -1;
-        L->held_deadline = 0;
+        tprun_ev_timer_set(L->held_timer, 0);
         L->first_failure = r;
         L->exit_status = tprun_status_code(wstatus);
         print_failure(L, r);
@@ -204,8 +217,9 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
 static void drain_rank(tprun_loop_t *L, int r)
 {
     tprun_rank_t *rank = &L->job->ranks[r];
-    epoll_del(L, rank->out.fd);
-    epoll_del(L, rank->err.fd);
+    tprun_ev_remove(rank->out_ev);
+    tprun_ev_remove(rank->err_ev);
+    rank->out_ev = rank->err_ev = NULL;
     tprun_stream_drain(&rank->out, &rank->prefix);
     tprun_stream_drain(&rank->err, &rank->prefix);
 }
@@ -217,7 +231,7 @@ static void release_held(tprun_loop_t *L)
 {
     int r = L->held_rank;
     L->held_rank = -1;
-    L->held_deadline = 0;
+    tprun_ev_timer_set(L->held_timer, 0);
     if (r < 0) return;
     if (L->first_failure < 0 && !L->timed_out && !L->launch_failed) {
         L->first_failure = r;
@@ -228,6 +242,11 @@ static void release_held(tprun_loop_t *L)
     drain_rank(L, r);
 }
 
+typedef struct reaped {
+    int rank;
+    int wstatus;
+} reaped_t;
+
 static int find_rank(const tprun_job_t *job, pid_t pid)
 {
     for (int i = 0; i < job->np; i++)
@@ -235,86 +254,70 @@ static int find_rank(const tprun_job_t *job, pid_t pid)
     return -1;
 }
 
-typedef struct reaped {
-    int rank;
-    int wstatus;
-} reaped_t;
-
-static void reap(tprun_loop_t *L)
+/* A local rank's end or stop: ends are collected for one pass of reaping (on_reaped orders them). */
+static void on_rank_child(void *arg, pid_t pid, int wstatus)
 {
-    tprun_job_t *job = L->job;
-    siginfo_t si;
-    /* Stops and continues: a stopped rank is the likely cause when its peers give up on it. */
-    for (;;) {
-        si.si_pid = 0;
-        if (waitid(P_ALL, 0, &si, WSTOPPED | WCONTINUED | WNOHANG) != 0 || si.si_pid == 0) break;
-        int r = find_rank(job, si.si_pid);
-        if (r >= 0) job->ranks[r].stopped_by = si.si_code == CLD_CONTINUED ? 0 : si.si_status;
+    tprun_loop_t *L = arg;
+    int r = find_rank(L->job, pid);
+    if (r < 0) return;
+    tprun_rank_t *rank = &L->job->ranks[r];
+    if (WIFSTOPPED(wstatus) || WIFCONTINUED(wstatus)) { /* a stopped rank is the likely cause when peers give up */
+        rank->stopped_by = WIFCONTINUED(wstatus) ? 0 : WSTOPSIG(wstatus);
+        return;
     }
-    /* Every rank that has ended, then causes before consequences: the killed rank before those its death ended. */
-    reaped_t *batch = L->batch;
-    int n = 0;
-    for (;;) {
-        si.si_pid = 0;
-        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
-        pid_t pid = si.si_pid;
-        int r = find_rank(job, pid);
-        /* Whatever the rank started dies with it; its unreaped zombie keeps the group id from being reused. */
-        if (r >= 0) kill(-pid, SIGKILL);
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        if (L->agents != NULL && tprun_agents_reaped(L, pid, st)) {
-            continue;
-        } else if (pid == job->keeper.pid) {
-            tp_log(TP_LOG_WARN, "keeper",
-                   "the keeper (pid %d) ended early; ranks are not cleaned up if tprun is killed", (int)pid);
-            job->keeper.pid = 0;
-            if (job->keeper.fd >= 0) close(job->keeper.fd);
-            job->keeper.fd = -1;
-        } else if (r >= 0) {
-            job->ranks[r].running = 0; /* so find_rank skips it; rank_ended does the rest */
-            batch[n].rank = r;
-            batch[n++].wstatus = st;
-        }
-    }
+    rank->child_ev = NULL;
+    rank->running = 0; /* so find_rank skips it; rank_ended does the rest */
+    L->batch[L->nbatch].rank = r;
+    L->batch[L->nbatch++].wstatus = wstatus;
+}
+
+/* Every rank that ended in this pass, causes before consequences: the killed rank before those its death ended. */
+static void on_reaped(void *arg)
+{
+    tprun_loop_t *L = arg;
+    int n = L->nbatch;
+    L->nbatch = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n; i++)
-            if (is_consequence(batch[i].wstatus) == pass) {
-                job->ranks[batch[i].rank].running = 1;
-                rank_ended(L, batch[i].rank, batch[i].wstatus);
+            if (is_consequence(L->batch[i].wstatus) == pass) {
+                L->job->ranks[L->batch[i].rank].running = 1;
+                rank_ended(L, L->batch[i].rank, L->batch[i].wstatus);
             }
 }
 
-void tprun_loop_reap(tprun_loop_t *L) { reap(L); }
-
-static void on_signals(tprun_loop_t *L)
+static void on_keeper_child(void *arg, pid_t pid, int wstatus)
 {
-    struct signalfd_siginfo si;
-    while (read(L->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        int sig = (int)si.ssi_signo;
-        if (sig == SIGCHLD) {
-            reap(L);
-            continue;
-        }
-        L->signals_seen++;
-        if (sig == SIGINT && L->signals_seen > 1) {
-            tp_log(TP_LOG_INFO, "fate", "second signal (SIGINT): killing every rank now");
-            kill_now(L);
-            continue;
-        }
-        /* Forward it; what does not end within the grace is killed. */
-        signal_ranks(L, sig);
-        double deadline = now_s() + L->plan->grace_s;
-        if (L->kill_deadline == 0 || deadline < L->kill_deadline) L->kill_deadline = deadline;
-        if (L->plan->grace_s <= 0) kill_now(L);
-    }
-    reap(L);
+    tprun_job_t *job = arg;
+    (void)wstatus;
+    tp_log(TP_LOG_WARN, "keeper", "the keeper (pid %d) ended early; ranks are not cleaned up if tprun is killed",
+           (int)pid);
+    job->keeper.pid = 0;
+    if (job->keeper.fd >= 0) close(job->keeper.fd);
+    job->keeper.fd = -1;
 }
 
-static void on_timeout(tprun_loop_t *L)
+static void on_signal(void *arg, int sig)
 {
-    L->timeout_deadline = 0;
+    tprun_loop_t *L = arg;
+    if (L->signals_held) { /* the agents are starting (the launch ends, naming it) or ending */
+        L->interrupted_by = sig;
+        return;
+    }
+    L->signals_seen++;
+    if (sig == SIGINT && L->signals_seen > 1) {
+        tp_log(TP_LOG_INFO, "fate", "second signal (SIGINT): killing every rank now");
+        kill_now(L);
+        return;
+    }
+    /* Forward it; what does not end within the grace is killed. */
+    signal_ranks(L, sig);
+    arm_by(L->kill_timer, now_s() + L->plan->grace_s);
+    if (L->plan->grace_s <= 0) kill_now(L);
+}
+
+static void on_timeout(void *arg)
+{
+    tprun_loop_t *L = arg;
     if (L->first_failure >= 0 || L->launch_failed) return;
     char ranks[256];
     running_ranks(L, ranks, sizeof(ranks));
@@ -324,59 +327,40 @@ static void on_timeout(tprun_loop_t *L)
     teardown(L);
 }
 
-static void on_stream(tprun_loop_t *L, uint32_t id)
+static void on_held_timer(void *arg) { release_held(arg); }
+
+static void pump_stream(tprun_rank_t *rank, tprun_stream_t *s, tprun_ev_t **ev)
 {
-    int r = (int)(id / 2);
-    if (r >= L->job->np) return;
-    tprun_rank_t *rank = &L->job->ranks[r];
-    tprun_stream_t *s = id % 2 ? &rank->err : &rank->out;
     if (s->fd < 0) return;
     if (tprun_stream_pump(s, &rank->prefix) == 0) {
-        epoll_del(L, s->fd);
+        tprun_ev_remove(*ev);
+        *ev = NULL;
         tprun_stream_close(s, &rank->prefix);
     }
 }
 
+static void on_rank_out(void *arg, unsigned revents)
+{
+    tprun_rank_t *rank = arg;
+    (void)revents;
+    pump_stream(rank, &rank->out, &rank->out_ev);
+}
+
+static void on_rank_err(void *arg, unsigned revents)
+{
+    tprun_rank_t *rank = arg;
+    (void)revents;
+    pump_stream(rank, &rank->err, &rank->err_ev);
+}
+
 static void loop_run(tprun_loop_t *L)
 {
-    struct epoll_event events[64];
     while (L->running > 0) {
-        double now = now_s();
-        if (L->timeout_deadline > 0 && now >= L->timeout_deadline) on_timeout(L);
-        if (L->kill_deadline > 0 && now >= L->kill_deadline) kill_now(L);
-        if (L->held_deadline > 0 && now >= L->held_deadline) release_held(L);
-        if (L->agents_deadline > 0 && now >= L->agents_deadline) {
-            L->agents_deadline = 0;
-            tprun_agents_cut_off(L);
-            continue;
-        }
-        double next = L->timeout_deadline;
-        const double others[] = {L->kill_deadline, L->held_deadline, L->agents_deadline};
-        for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++)
-            if (others[k] > 0 && (next == 0 || others[k] < next)) next = others[k];
-        int wait_ms = next > 0 ? (int)ceil((next - now) * 1000.0) : -1;
-        if (next > 0 && wait_ms < 1) wait_ms = 1;
-        if (tprun_agents_stdin_ready(L)) { /* a file on stdin: read it while the window has room */
-            tprun_agents_stdin_pump(L);
-            if (tprun_agents_stdin_ready(L)) wait_ms = 0;
-        }
-        int n = epoll_wait(L->epfd, events, 64, wait_ms);
-        if (n < 0 && errno != EINTR) {
+        if (tprun_evloop_run_once(L->ev, -1) != 0) {
             tp_log(TP_LOG_ERROR, "fate", "epoll_wait failed: %s; killing the job", strerror(errno));
             kill_now(L);
-            reap(L);
+            tprun_evloop_reap(L->ev);
             break;
-        }
-        if (L->plan->pmix) tprun_pmix_on_ready(L); /* PMIx hook: an abort before the exit it causes */
-        for (int i = 0; i < n; i++) {
-            uint32_t id = events[i].data.u32;
-            if (id == ID_PMIX) continue; /* PMIx hook: handled above */
-            if (id == ID_SIGNALS) on_signals(L);
-            else if (id == ID_STDIN_IN && L->agents != NULL && L->agents->stdin_state == 1) tprun_agents_stdin_pump(L);
-            else if (id == ID_STDIN_IN) stdin_step(L, 1);
-            else if (id == ID_STDIN_OUT) stdin_step(L, 0);
-            else if (id >= ID_AGENT_BASE) tprun_agents_on_event(L, id - ID_AGENT_BASE);
-            else on_stream(L, id);
         }
     }
 }
@@ -396,10 +380,10 @@ static void start_ranks(tprun_loop_t *L)
         L->started++;
         L->running++;
         tprun_rank_t *rank = &job->ranks[r];
-        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)(2 * r)};
-        epoll_ctl(L->epfd, EPOLL_CTL_ADD, rank->out.fd, &e);
-        e.data.u32 = (uint32_t)(2 * r + 1);
-        epoll_ctl(L->epfd, EPOLL_CTL_ADD, rank->err.fd, &e);
+        rank->child_ev =
+            tprun_ev_child(L->ev, rank->pid, TPRUN_EV_CHILD_KILL_GROUP | TPRUN_EV_CHILD_STOPS, on_rank_child, L);
+        rank->out_ev = tprun_ev_fd(L->ev, rank->out.fd, EPOLLIN, 0, on_rank_out, rank);
+        rank->err_ev = tprun_ev_fd(L->ev, rank->err.fd, EPOLLIN, 0, on_rank_err, rank);
     }
 }
 
@@ -439,42 +423,46 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     tprun_agents_t agents;
     int pmix_status = plan->pmix ? tprun_pmix_prepare(plan) : 0; /* PMIx hook: before anything starts */
     if (pmix_status != 0) return pmix_status;
-    L.epfd = L.sigfd = -1;
     L.in.in_fd = L.in.pipe_fd = -1;
 
-    /* Signals arrive on a signalfd; one ignored at start (nohup, a background job) stays ignored, ranks included. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGCHLD);
+    /* Signals arrive on the loop's signalfd; one ignored at start (nohup, a background job) stays ignored, ranks
+     * included. */
+    int status = TPRUN_EXIT_LAUNCH;
     signal(SIGCHLD, SIG_DFL);
+    L.ev = tprun_evloop_create();
+    if (L.ev == NULL) {
+        tp_log(TP_LOG_ERROR, "fate", "cannot create the signalfd or epoll: %s", strerror(errno));
+        goto err_loop;
+    }
+    job.child_mask = *tprun_evloop_child_mask(L.ev);
     static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
     for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
         struct sigaction old;
-        if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&sigs, forwarded[i]);
+        if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN &&
+            tprun_ev_signal(L.ev, forwarded[i], on_signal, &L) == NULL)
+            goto err_loop;
     }
-    sigprocmask(SIG_BLOCK, &sigs, &job.child_mask);
+    tprun_evloop_on_reaped(L.ev, on_reaped, &L);
+    L.kill_timer = tprun_ev_timer(L.ev, 0, on_kill_timer, &L);
+    L.timeout_timer = tprun_ev_timer(L.ev, 0, on_timeout, &L);
+    L.held_timer = tprun_ev_timer(L.ev, 0, on_held_timer, &L);
+    L.agents_timer = tprun_ev_timer(L.ev, 0, on_agents_timer, &L);
+    if (L.kill_timer == NULL || L.timeout_timer == NULL || L.held_timer == NULL || L.agents_timer == NULL)
+        goto err_loop;
     struct sigaction old_pipe;
     if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler != SIG_IGN) {
         signal(SIGPIPE, SIG_IGN);
         job.reset_sigpipe = 1;
     }
-    int status = TPRUN_EXIT_LAUNCH;
-    L.sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-    L.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (L.sigfd < 0 || L.epfd < 0) {
-        tp_log(TP_LOG_ERROR, "fate", "cannot create the signalfd or epoll: %s", strerror(errno));
-        goto err_loop;
-    }
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_SIGNALS};
-    epoll_ctl(L.epfd, EPOLL_CTL_ADD, L.sigfd, &e);
     if (tprun_keeper_start(&job.keeper, plan->np) != TP_OK) goto err_loop;
+    tprun_ev_child(L.ev, job.keeper.pid, 0, on_keeper_child, &job);
     tprun_oom_init();
     L.oom_base = tprun_oom_count();
     tp_log(TP_LOG_DEBUG, "fate", "OOM kills counted from %s",
            tprun_oom_source()[0] ? tprun_oom_source() : "nowhere (not readable)");
     if (plan->remote) {
         L.agents = &agents;
-        if (tprun_agents_setup(&agents, &job, plan) != TP_OK) goto err_job;
+        if (tprun_agents_setup(&agents, &L, &job, plan) != TP_OK) goto err_job;
     }
     if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
     if (plan->pmix && tprun_pmix_start(&L) != TP_OK) goto err_job; /* PMIx hook */
@@ -482,7 +470,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     if (L.batch == NULL) goto err_job;
     tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
            job.boot_port);
-    if (plan->timeout_s > 0) L.timeout_deadline = now_s() + plan->timeout_s;
+    double timeout_at = plan->timeout_s > 0 ? now_s() + plan->timeout_s : 0; /* armed once the agents run */
     if (L.agents != NULL) {
         /* Every host's agent first: a host that cannot start its ranks fails the launch before any rank runs. */
         if ((status = tprun_agents_launch(&L)) != 0) goto err_job;
@@ -498,6 +486,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
         L.exit_status = TPRUN_EXIT_LAUNCH;
         teardown(&L);
     }
+    tprun_ev_timer_set(L.timeout_timer, timeout_at);
     if (!L.launch_failed) start_ranks(&L);
     if (L.agents != NULL && !L.launch_failed) tprun_agents_stdin_start(&L); /* rank 0 on another host */
     if (job.stdin_tty && L.started > 0) {
@@ -507,21 +496,23 @@ static int run_job(const tprun_plan_t *plan, const char *host)
         stdin_step(&L, 0);
     }
     loop_run(&L);
+    tprun_ev_timer_set(L.kill_timer, 0); /* the job is over: nothing of it fires while the agents end */
+    tprun_ev_timer_set(L.timeout_timer, 0);
+    tprun_ev_timer_set(L.agents_timer, 0);
     release_held(&L); /* every rank ended before the held one's wait was over */
     print_summary(&L);
     status = L.exit_status;
 err_job:
     if (plan->pmix) tprun_pmix_stop(); /* PMIx hook: before the keeper is told "done" */
-    if (L.agents != NULL) tprun_agents_finish(&L);
     stdin_stop(&L);
+    if (L.agents != NULL) tprun_agents_finish(&L);
     tprun_keeper_finish(&job.keeper);
     if (plan->json_summary != NULL) tprun_summary_write(&L, status);
     tprun_job_release(&job);
     free(L.batch);
 err_loop:
     if (plan->pmix) tprun_pmix_stop(); /* PMIx hook */
-    if (L.epfd >= 0) close(L.epfd);
-    if (L.sigfd >= 0) close(L.sigfd);
+    tprun_evloop_free(L.ev);
     return status;
 }
 

@@ -54,6 +54,9 @@ int tprun_pmix_prepare(const tprun_plan_t *plan)
 
 static int node_of_host(const tprun_plan_t *plan, int h) { return plan->hosts != NULL ? plan->hosts[h].node : 0; }
 
+/* The server's events come before the other fds of a wake-up: an abort before the exit it causes. */
+static void on_pmix_ready(void *arg, unsigned revents) { (void)revents, tprun_pmix_on_ready(arg); }
+
 tp_status_t tprun_pmix_start(tprun_loop_t *L)
 {
     const tprun_plan_t *plan = L->plan;
@@ -97,8 +100,7 @@ tp_status_t tprun_pmix_start(tprun_loop_t *L)
         tprun_say("--pmix: could not start the PMIx server (see above); no rank was started");
         return st;
     }
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_PMIX};
-    epoll_ctl(L->epfd, EPOLL_CTL_ADD, tprun_pmix_event_fd(), &e);
+    tprun_ev_fd(L->ev, tprun_pmix_event_fd(), EPOLLIN, TPRUN_EV_FIRST, on_pmix_ready, L);
     tp_log(TP_LOG_DEBUG, "pmix", "PMIx server up for namespace %s, %d ranks on %d hosts", nspace, job->world_size,
            hub.num_nodes);
     return TP_OK;
@@ -368,7 +370,7 @@ void tprun_pmix_on_ready(tprun_loop_t *L)
     tprun_pmix_event_t *evs = tprun_pmix_take_events(abort_event, L, &n);
     if (n > 0) {
         tprun_wait_exiting(L->job);
-        tprun_loop_reap(L);
+        tprun_evloop_reap(L->ev);
     }
     for (size_t i = 0; i < n; i++) {
         tprun_pmix_event_t *e = &evs[i];

@@ -25,53 +25,59 @@ typedef struct tprun_agent {
     int host; /* index in plan->hosts */
     const char *name;
     int state;
-    pid_t pid;          /* the ssh process, in its own process group; 0 once reaped */
-    int wstatus;        /* ssh's wait status, once reaped */
-    int to_fd;          /* ssh's stdin: the plan, then commands; -1 once closed */
-    char *pending;      /* bytes not yet written to to_fd (the plan, then messages) */
+    pid_t pid;     /* the ssh process, in its own process group; 0 once reaped */
+    int wstatus;   /* ssh's wait status, once reaped */
+    int to_fd;     /* ssh's stdin: the plan, then commands; -1 once closed */
+    char *pending; /* bytes not yet written to to_fd (the plan, then messages) */
     size_t pending_len, pending_off;
-    uint32_t epoll_id;   /* its channel's id in the loop's epoll; its stderr +1, its input writable +2 */
-    int writable_wanted; /* to_fd is in the epoll for EPOLLOUT: messages wait for room */
-    tprun_stream_t out; /* ssh's stdout: the agent's messages, one per line */
-    tprun_stream_t err; /* ssh's stderr: ssh's own messages and the agent's */
-    double deadline;    /* the launch fails if the agent has not answered by then */
-    char ready_ip[256]; /* where this host is reached, best first ("ip,ip"): rank 0's bootstrap on its host */
-    char client_ip[64]; /* tprun's end of the ssh connection, as this host sees it */
-    int ready_port;     /* rank 0's bootstrap listener, on the host of rank 0 */
-    int ready_master;   /* MASTER_PORT, reserved on the host of rank 0 (0 without the torch variables) */
-    char error[1024];   /* why it failed: its "error" message, else ssh's last line on stderr */
-    int running;        /* its ranks that have not been reported ended */
+    struct tprun_agents *all;
+    tprun_ev_t *child_ev;    /* the ssh process's end */
+    tprun_ev_t *out_ev;      /* its channel */
+    tprun_ev_t *err_ev;      /* its stderr */
+    tprun_ev_t *writable_ev; /* to_fd waits for room: messages are queued */
+    tprun_stream_t out;      /* ssh's stdout: the agent's messages, one per line */
+    tprun_stream_t err;      /* ssh's stderr: ssh's own messages and the agent's */
+    double deadline;         /* the launch fails if the agent has not answered by then */
+    char ready_ip[256];      /* where this host is reached, best first ("ip,ip"): rank 0's bootstrap on its host */
+    char client_ip[64];      /* tprun's end of the ssh connection, as this host sees it */
+    int ready_port;          /* rank 0's bootstrap listener, on the host of rank 0 */
+    int ready_master;        /* MASTER_PORT, reserved on the host of rank 0 (0 without the torch variables) */
+    char error[1024];        /* why it failed: its "error" message, else ssh's last line on stderr */
+    int running;             /* its ranks that have not been reported ended */
 } tprun_agent_t;
 
 /* Bytes of tprun's stdin sent to rank 0's agent and not yet written into rank 0's stdin: reading pauses beyond. */
 #define TPRUN_STDIN_WINDOW (256u * 1024u)
 
 typedef struct tprun_agents {
+    tprun_loop_t *L;
     tprun_agent_t *a;
     int n;
     char exe[4096]; /* tprun's own path: the agent is the same file on the remote host */
     /* tprun's stdin, forwarded to rank 0 on another host ("i DATA" lines, acknowledged with "ia N") */
-    int stdin_agent;     /* rank 0's agent, or -1 */
-    int stdin_state;     /* 0: not forwarding; 1: reading; 2: done (end of input sent, or rank 0 stopped reading) */
-    int stdin_pollable;  /* fd 0 is in the loop's epoll; else (a regular file) it is read whenever there is room */
-    int stdin_watched;   /* fd 0 is registered with EPOLLIN right now */
+    int stdin_agent;         /* rank 0's agent, or -1 */
+    int stdin_state;         /* 0: not forwarding; 1: reading; 2: done (end of input sent, or rank 0 stopped reading) */
+    int stdin_pollable;      /* fd 0 is in the loop's epoll; else (a regular file) it is read whenever there is room */
+    tprun_ev_t *stdin_ev;    /* fd 0's registration (its events are 0 while the window is full) */
+    tprun_ev_t *stdin_timer; /* a file on stdin: read whenever the window has room */
     size_t stdin_unacked;
+    int ready, failed; /* during the launch: agents ready, and the first that failed (or -1) */
 } tprun_agents_t;
 
 /* Places the plan's ranks: which are started here and which by which agent; fills the job's per-host fields. */
-tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_plan_t *plan);
+tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *job, const tprun_plan_t *plan);
 /*
  * Starts every agent (at most TPRUN_SSH_FANOUT connecting at once), sends each its plan, waits until all are
- * ready (TP_SSH_TIMEOUT), then tells each rank 0's bootstrap address and registers their channels with L's epoll.
+ * ready (TP_SSH_TIMEOUT), then tells each rank 0's bootstrap address and registers their channels with the loop.
  * On a failure it names the host and ssh's message, ends every agent and returns tprun's exit status (non-zero).
  */
 int tprun_agents_launch(tprun_loop_t *L);
-/* One agent's channel or stderr is readable, or its input writable (id - ID_AGENT_BASE). */
-void tprun_agents_on_event(tprun_loop_t *L, uint32_t id);
+/* A running agent's channel is readable: its messages are handled, its end counts its ranks lost. */
+void tprun_agent_on_channel(void *agent, unsigned revents);
 /* Sends a signal to every running agent's ranks. */
 void tprun_agents_signal(tprun_agents_t *A, int sig);
-/* Whether pid was an agent's ssh (then its end is handled). */
-int tprun_agents_reaped(tprun_loop_t *L, pid_t pid, int wstatus);
+/* An agent's ssh ended (the loop reaped it). */
+void tprun_agent_reaped(void *agent, pid_t pid, int wstatus);
 /* Ends the ssh connection of every agent that still has ranks it has not reported: their host is unreachable. */
 void tprun_agents_cut_off(tprun_loop_t *L);
 /* After the job: waits for every agent to end (ending those that do not within the grace) and frees them. */
@@ -79,10 +85,6 @@ void tprun_agents_finish(tprun_loop_t *L);
 
 /* After the launch: starts forwarding tprun's stdin to rank 0's agent (when rank 0 runs on another host). */
 void tprun_agents_stdin_start(tprun_loop_t *L);
-/* Reads what tprun's stdin has, within the window; called when fd 0 is readable, and each loop turn for a file. */
-void tprun_agents_stdin_pump(tprun_loop_t *L);
-/* Whether there is stdin to read that no epoll event will announce (a regular file with room in the window). */
-int tprun_agents_stdin_ready(const tprun_loop_t *L);
 
 /* The agent side: `tprun --agent`, its plan read from stdin. Returns its exit status. */
 int tprun_agent_main(void);
@@ -90,10 +92,7 @@ int tprun_agent_main(void);
 /* Shared by tprun_remote.c (launch) and tprun_remote_run.c (run): queue a line on an agent's channel, close its
  * input (it then ends its ranks), and end every agent within the grace after a failure. */
 void tprun_agent_send(tprun_agent_t *a, const char *line);
-/* Its input has room again: writes what is queued. */
-void tprun_agent_writable(tprun_agent_t *a);
 void tprun_agent_close_input(tprun_agent_t *a);
 void tprun_agents_abort(tprun_loop_t *L, double grace);
-
 
 #endif

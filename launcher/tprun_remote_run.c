@@ -24,7 +24,6 @@
 
 /* ---- while the job runs ---- */
 
-static tprun_loop_t *agents_loop; /* the loop the agents' line handler reports to (one job per tprun) */
 static void stdin_ack(tprun_loop_t *L, const char *line);
 
 /* The rank field at text (len bytes, within one line): one of this agent's ranks, or -1. */
@@ -39,7 +38,7 @@ static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const ch
 static void on_agent_line(void *ctx, char *line, size_t len)
 {
     tprun_agent_t *a = ctx;
-    tprun_loop_t *L = agents_loop;
+    tprun_loop_t *L = a->all->L;
     size_t used;
     long pid;
     int r;
@@ -110,32 +109,22 @@ static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
     free(list);
 }
 
-void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
+void tprun_agent_on_channel(void *arg, unsigned revents)
 {
-    tprun_agents_t *A = L->agents;
-    int ai = (int)(id / 3);
-    if (ai >= A->n) return;
-    tprun_agent_t *a = &A->a[ai];
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    int ai = (int)(a - a->all->a);
     tprun_prefix_t none = {"", 0};
-    agents_loop = L;
-    if (id % 3 == 2) {
-        tprun_agent_writable(a);
-        return;
-    }
-    if (id % 3 == 1) {
-        if (a->err.fd >= 0 && tprun_stream_pump(&a->err, &none) == 0) {
-            tprun_loop_epoll_del(L, a->err.fd);
-            tprun_stream_close(&a->err, &none);
-        }
-        return;
-    }
+    (void)revents;
     a->out.on_line = on_agent_line;
     a->out.ctx = a;
     if (a->out.fd < 0 || tprun_stream_pump(&a->out, &none) != 0) return;
-    tprun_loop_epoll_del(L, a->out.fd);
+    tprun_ev_remove(a->out_ev);
+    a->out_ev = NULL;
     tprun_stream_close(&a->out, &none);
     if (a->err.fd >= 0) {
-        tprun_loop_epoll_del(L, a->err.fd);
+        tprun_ev_remove(a->err_ev);
+        a->err_ev = NULL;
         tprun_stream_drain(&a->err, &none);
     }
     tprun_agent_close_input(a);
@@ -150,19 +139,6 @@ void tprun_agents_signal(tprun_agents_t *A, int sig)
     snprintf(line, sizeof(line), "k %d\n", sig);
     for (int i = 0; i < A->n; i++)
         if (A->a[i].running > 0 && A->a[i].state == AGENT_RUNNING) tprun_agent_send(&A->a[i], line);
-}
-
-int tprun_agents_reaped(tprun_loop_t *L, pid_t pid, int wstatus)
-{
-    for (int i = 0; i < L->agents->n; i++) {
-        tprun_agent_t *a = &L->agents->a[i];
-        if (a->pid != pid) continue;
-        a->pid = 0;
-        a->wstatus = wstatus;
-        tprun_keeper_tell(&L->job->keeper, 'R', pid);
-        return 1;
-    }
-    return 0;
 }
 
 void tprun_agents_cut_off(tprun_loop_t *L)
@@ -185,16 +161,22 @@ void tprun_agents_finish(tprun_loop_t *L)
     tprun_agents_t *A = L->agents;
     if (A == NULL) return;
     tprun_prefix_t none = {"", 0};
+    L->signals_held = 1; /* the job is over: a signal now is not forwarded */
+    tprun_ev_remove(A->stdin_ev);
+    tprun_ev_remove(A->stdin_timer);
+    A->stdin_ev = A->stdin_timer = NULL;
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
-        if (a->out.fd >= 0) tprun_loop_epoll_del(L, a->out.fd);
-        if (a->err.fd >= 0) tprun_loop_epoll_del(L, a->err.fd);
+        tprun_ev_remove(a->out_ev);
+        a->out_ev = NULL;
         a->out.on_line = NULL;
         tprun_stream_free(&a->out);
     }
     tprun_agents_abort(L, L->plan->grace_s > 0 ? L->plan->grace_s : 1);
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
+        tprun_ev_remove(a->err_ev);
+        a->err_ev = NULL;
         if (a->err.fd >= 0) tprun_stream_drain(&a->err, &none);
         tprun_stream_free(&a->err);
         free(a->pending);
@@ -206,13 +188,14 @@ void tprun_agents_finish(tprun_loop_t *L)
 
 /* ---- tprun's stdin to rank 0 on another host ---- */
 
+static void stdin_pump(tprun_loop_t *L);
+
+/* fd 0 readable while the window has room; a file (never announced by epoll) is read each turn instead. */
 static void stdin_watch(tprun_loop_t *L, int on)
 {
     tprun_agents_t *A = L->agents;
-    if (!A->stdin_pollable || A->stdin_watched == on) return;
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_STDIN_IN};
-    epoll_ctl(L->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, STDIN_FILENO, &e);
-    A->stdin_watched = on;
+    if (A->stdin_ev != NULL) tprun_ev_fd_set(A->stdin_ev, on ? EPOLLIN : 0);
+    else if (A->stdin_timer != NULL) tprun_ev_timer_set(A->stdin_timer, on ? tprun_now_s() : 0);
 }
 
 static void stdin_stop(tprun_loop_t *L)
@@ -221,29 +204,28 @@ static void stdin_stop(tprun_loop_t *L)
     L->agents->stdin_state = 2;
 }
 
+static void on_stdin(void *arg, unsigned revents) { (void)revents, stdin_pump(arg); }
+
+static void on_stdin_timer(void *arg) { stdin_pump(arg); }
+
 void tprun_agents_stdin_start(tprun_loop_t *L)
 {
     tprun_agents_t *A = L->agents;
     if (A->stdin_agent < 0 || A->stdin_state != 0) return;
     A->stdin_state = 1;
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_STDIN_IN};
     /* A regular file (or /dev/null) cannot be polled: it is always readable, so it is read while there is room. */
-    A->stdin_pollable = epoll_ctl(L->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) == 0;
-    A->stdin_watched = A->stdin_pollable;
+    A->stdin_ev = tprun_ev_fd(L->ev, STDIN_FILENO, EPOLLIN, 0, on_stdin, L);
+    A->stdin_pollable = A->stdin_ev != NULL;
     if (!A->stdin_pollable && errno != EPERM) {
         tp_log(TP_LOG_WARN, "ssh", "stdin cannot be watched (%s): rank 0 gets none", strerror(errno));
         stdin_stop(L);
         tprun_agent_send(&A->a[A->stdin_agent], "ie\n");
+    } else if (!A->stdin_pollable) {
+        A->stdin_timer = tprun_ev_timer(L->ev, tprun_now_s(), on_stdin_timer, L);
     }
 }
 
-int tprun_agents_stdin_ready(const tprun_loop_t *L)
-{
-    const tprun_agents_t *A = L->agents;
-    return A != NULL && A->stdin_state == 1 && !A->stdin_pollable && A->stdin_unacked < TPRUN_STDIN_WINDOW;
-}
-
-void tprun_agents_stdin_pump(tprun_loop_t *L)
+static void stdin_pump(tprun_loop_t *L)
 {
     tprun_agents_t *A = L->agents;
     if (A == NULL || A->stdin_state != 1) return;

@@ -56,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        .keeper = {.fd = -1}};
     tprun_agents_t agents = {
         .a = agent, .n = 2, .stdin_agent = stdin_fwd ? 0 : -1, .stdin_state = stdin_fwd ? 1 : 0, .stdin_unacked = 1000};
-    tprun_loop_t L = {
-        .job = &job, .plan = &plan, .agents = &agents, .epfd = -1, .sigfd = -1, .first_failure = -1, .held_rank = -1};
+    tprun_loop_t L = {.job = &job, .plan = &plan, .agents = &agents, .first_failure = -1, .held_rank = -1};
+    agents.L = &L;
     for (int r = 0; r < np; r++) {
         ranks[r].id = r;
         ranks[r].agent = r % 2;
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         agent[i].name = i ? "fuzzhost1" : "fuzzhost0";
         agent[i].state = launch ? AGENT_CONNECTING : AGENT_RUNNING;
         agent[i].to_fd = -1;
-        agent[i].epoll_id = ID_AGENT_BASE + 3 * (uint32_t)i;
+        agent[i].all = &agents;
         tprun_stream_init(&agent[i].out, i ? -1 : fds[0], -1);
         tprun_stream_init(&agent[i].err, -1, -1);
     }
@@ -91,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         while (a->state != AGENT_GONE) {
             fuzz_feed(fds[1], data, size, &off);
-            tprun_agents_on_event(&L, 0);
+            tprun_agent_on_channel(a, EPOLLIN);
         }
         /* Its ranks still running count as ended, whatever it said before its channel closed ("bye" included). */
         for (int r = 0; r < np; r++)

@@ -3,8 +3,6 @@
 #include "fuzz_util.h"
 #include "tprun_loop.h"
 
-void tprun_loop_epoll_del(tprun_loop_t *L, int fd) { (void)L, (void)fd; }
-
 void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
 {
     FUZZ_ASSERT(r >= 0 && r < L->job->np, "a rank out of range ended");
@@ -13,8 +11,6 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
     L->job->ranks[r].wstatus = wstatus;
     L->running--;
 }
-
-void tprun_loop_reap(tprun_loop_t *L) { (void)L; }
 
 void tprun_loop_teardown(tprun_loop_t *L) { (void)L; }
 

@@ -57,7 +57,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     agent_t *A = &G;
     memset(A, 0, sizeof(*A));
-    A->epfd = A->sigfd = -1;
     A->job.keeper.fd = -1;
     fuzz_in_fd = memfd_create("fuzz-plan", MFD_CLOEXEC);
     if (fuzz_in_fd < 0) return 0;
