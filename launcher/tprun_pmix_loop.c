@@ -7,10 +7,10 @@
 
 #include "runtime_log.h"
 #include "tprun_exit.h"
-#include "tprun_loop.h"
+#include "core/job.h"
 #include "tprun_pmix.h"
 #include "tprun_pmix_fence.h"
-#include "tprun_remote.h"
+#include "ssh/ssh.h"
 
 /* Survivors get this long after the death notification went out to act on it before tprun's SIGTERM. */
 #define TPRUN_PMIX_EVENT_WINDOW_S 0.2

@@ -1,5 +1,7 @@
 /* launcher_loop_unit.c: unit tests of tprun's event loop (launcher/core/loop.c): fds, timers in deadline order,
  * children reaped with their wait status, signals, and registrations removed while events are dispatched. */
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,7 +155,11 @@ static void test_children(tprun_evloop_t *loop)
     CHECK(s.norder == 3 && WIFSIGNALED(s.wstatus) && WTERMSIG(s.wstatus) == SIGTERM, "ended by SIGTERM: %#x",
           s.wstatus);
     char c;
+    struct pollfd pf = {gp[0], POLLIN, 0};
+    poll(&pf, 1, 5000); /* the grandchild's end closes the pipe */
+    fcntl(gp[0], F_SETFL, O_NONBLOCK);
     CHECK(read(gp[0], &c, 1) == 0, "the grandchild was killed with the group");
+    kill(-pid, SIGKILL); /* when it was not, it does not outlive the test */
     close(gp[0]);
     (void)ev;
 

@@ -1,5 +1,5 @@
 /* fuzz_agent_line.c: tprun reading an agent's channel, during the launch ("ready", "error") and while the job runs
- * ("o"/"e" output, "s", "x", "bye", stdin acknowledgements): launcher/tprun_remote.c and tprun_remote_run.c,
+ * ("o"/"e" output, "s", "x", "bye", stdin acknowledgements): launcher/ssh/launch.c and ssh/run.c,
  * compiled in here since their line handlers are static. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@ static int fuzz_null_fd = -1;
 #define STDOUT_FILENO fuzz_null_fd
 #define STDERR_FILENO fuzz_null_fd
 
-#include "../../launcher/tprun_remote.c"
-#include "../../launcher/tprun_remote_run.c"
+#include "../../launcher/ssh/launch.c"
+#include "../../launcher/ssh/run.c"
 
 #define MAX_RANKS 8
 

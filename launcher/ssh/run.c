@@ -1,5 +1,5 @@
 /* tprun_remote_run.c: tprun's side of the ssh launcher while the job runs: agents' messages, signals and ends. */
-#include "tprun_remote.h"
+#include "ssh/ssh.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/job.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
@@ -130,7 +131,7 @@ void tprun_agent_on_channel(void *arg, unsigned revents)
     tprun_agent_close_input(a);
     a->state = AGENT_GONE;
     if (L->plan->pmix) tprun_pmix_agent_gone(L, ai); /* PMIx hook */
-    agent_lost(L, a); /* ranks never reported ended, "bye" or not, count as killed */
+    agent_lost(L, a);                                /* ranks never reported ended, "bye" or not, count as killed */
 }
 
 void tprun_agents_signal(tprun_agents_t *A, int sig)
@@ -268,3 +269,50 @@ static void stdin_ack(tprun_loop_t *L, const char *line)
         if (A->stdin_state == 1) stdin_watch(L, A->stdin_unacked < TPRUN_STDIN_WINDOW);
     }
 }
+
+/* ---- the backend's ops ---- */
+
+static int ssh_wanted(const tprun_plan_t *plan) { return plan->remote; }
+
+static void on_cutoff(void *arg) { tprun_agents_cut_off(arg); }
+
+static tp_status_t ssh_setup(tprun_loop_t *L)
+{
+    L->agents = calloc(1, sizeof(*L->agents));
+    if (L->agents == NULL) return TP_ERR_NO_MEMORY;
+    tp_status_t st = tprun_agents_setup(L->agents, L, L->job, L->plan);
+    if (st == TP_OK && (L->agents->cutoff_timer = tprun_ev_timer(L->ev, 0, on_cutoff, L)) == NULL)
+        st = TP_ERR_NO_MEMORY;
+    return st;
+}
+
+static void ssh_signal(tprun_loop_t *L, int sig)
+{
+    tprun_agents_signal(L->agents, sig);
+    /* An agent that does not report its ranks' end after the SIGKILL is cut off (its host may be gone). */
+    if (sig == SIGKILL && tprun_ev_timer_deadline(L->agents->cutoff_timer) == 0)
+        tprun_ev_timer_set(L->agents->cutoff_timer, tprun_now_s() + (L->plan->grace_s > 1 ? L->plan->grace_s : 1));
+}
+
+static void ssh_stdin_start(tprun_loop_t *L)
+{
+    if (!L->launch_failed) tprun_agents_stdin_start(L); /* rank 0 on another host */
+}
+
+static void ssh_finish(tprun_loop_t *L)
+{
+    if (L->agents->cutoff_timer != NULL) tprun_ev_timer_set(L->agents->cutoff_timer, 0);
+    tprun_agents_finish(L);
+    free(L->agents);
+    L->agents = NULL;
+}
+
+const tprun_backend_ops_t tprun_ssh_backend = {
+    .name = "ssh",
+    .wanted = ssh_wanted,
+    .setup = ssh_setup,
+    .launch = tprun_agents_launch,
+    .signal = ssh_signal,
+    .stdin_start = ssh_stdin_start,
+    .finish = ssh_finish,
+};

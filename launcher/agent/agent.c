@@ -1,4 +1,5 @@
-/* tprun_agent.c: `tprun --agent`, started over ssh: runs one host's ranks and dies with the job's channel. */
+/* agent/agent.c: `tprun --agent`, started over ssh: runs one host's ranks (through the local backend) and dies
+ * with the job's channel. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,12 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
+#include "local/local.h"
 #include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
+#include "ssh/ssh.h"
 #include "tprun_agent_pmix.h"
 #include "tprun_exit.h"
-#include "tprun_remote.h"
 #include "tprun_spawn.h"
 
 typedef struct agent {
@@ -26,8 +29,8 @@ typedef struct agent {
     tprun_evloop_t *ev;
     int running;
     int go;
-    int lost; /* the channel to tprun closed or broke: kill everything */
-    long long oom_base;
+    int lost;               /* the channel to tprun closed or broke: kill everything */
+    tprun_local_t local;    /* starts, reaps and kills this host's ranks */
     tprun_stream_t channel; /* stdin: the plan's remainder and commands */
     tprun_prefix_t *err_prefix;
     char boot_addr[320];
@@ -35,11 +38,13 @@ typedef struct agent {
     int stdin_on;
     unsigned char *in_buf;
     size_t in_len, in_cap;
-    int in_eof;            /* tprun sent the end of input */
-    tprun_ev_t *in_ev;     /* the pipe waits for room */
+    int in_eof;        /* tprun sent the end of input */
+    tprun_ev_t *in_ev; /* the pipe waits for room */
 } agent_t;
 
 static agent_t G;
+
+static void rank_done(void *owner, int i, int wstatus);
 
 static void send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void send_line(const char *fmt, ...)
@@ -177,7 +182,8 @@ static int apply_plan(agent_t *A, char *text)
         return refuse("incomplete plan from tprun");
     int level = tp_log_level_parse(tp_config_value("TP_LOG_LEVEL"));
     if (level >= 0) tp_log_set_level((tp_log_level_t)level);
-    if (wdir != NULL && chdir(wdir) != 0) return refuse("cannot enter the working directory %s: %s", wdir, strerror(errno));
+    if (wdir != NULL && chdir(wdir) != 0)
+        return refuse("cannot enter the working directory %s: %s", wdir, strerror(errno));
     char err[512], *found = NULL;
     if (tprun_find_program(P->program_path, NULL, &found, err, sizeof(err)) != TP_OK) return refuse("%s", err);
     free(found);
@@ -195,6 +201,8 @@ static int apply_plan(agent_t *A, char *text)
         if (ids[i] == 0) J->boot_index = i, J->listen = 1;
     }
     if (A->stdin_on && J->boot_index >= 0) J->stdin_index = J->boot_index, J->stdin_forwarded = 1;
+    tprun_local_init(&A->local, NULL, J, rank_done, A); /* its loop comes with the agent's run */
+    A->local.err_prefix = A->err_prefix;
     P->pmix = tprun_agent_pmix_on(); /* its ranks take their world from PMIx, as tprun's own do */
     free(ids);
     return 0;
@@ -210,16 +218,7 @@ static void own_addresses(char *server_ip, size_t slen, char *client_ip, size_t 
     snprintf(server_ip, slen, "%s", s[0] ? s : "127.0.0.1");
 }
 
-static void kill_all(agent_t *A, int sig)
-{
-    for (int i = 0; i < A->job.np; i++) {
-        tprun_rank_t *r = &A->job.ranks[i];
-        if (!r->running) continue;
-        r->ended_by = sig;
-        kill(-r->pid, SIGCONT);
-        kill(-r->pid, sig);
-    }
-}
+static void kill_all(agent_t *A, int sig) { tprun_local_signal(&A->local, sig); }
 
 /* Writes what tprun sent into rank 0's stdin, acknowledges it ("ia N"), and closes the pipe at the end of input.
  * A rank 0 that stopped reading (EPIPE) makes the agent say "ie": tprun stops sending. */
@@ -313,37 +312,15 @@ static void on_command(void *ctx, char *line, size_t len)
     }
 }
 
-static void rank_done(agent_t *A, int i, int wstatus)
+/* A rank's end, reported to tprun with the OOM killer's part in it. */
+static void rank_done(void *owner, int i, int wstatus)
 {
+    agent_t *A = owner;
     tprun_rank_t *r = &A->job.ranks[i];
     r->running = 0;
     A->running--;
-    tprun_keeper_tell(&A->job.keeper, 'R', r->pid);
-    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(&A->job);
-    int oom = 0;
-    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && r->ended_by != SIGKILL) {
-        long long count = tprun_oom_count();
-        oom = count >= 0 && A->oom_base >= 0 && count > A->oom_base;
-        A->oom_base = count;
-    }
-    tprun_ev_remove(r->out_ev);
-    tprun_ev_remove(r->err_ev);
-    r->out_ev = r->err_ev = NULL;
-    tprun_stream_drain(&r->out, &r->prefix);
-    tprun_stream_drain(&r->err, &A->err_prefix[i]);
-    send_line("x %d %d %d %d", r->id, wstatus, r->exec_errno, oom);
-}
-
-/* A rank's end (the loop reaped it, its group killed with it, as under tprun). */
-static void on_rank_child(void *arg, pid_t pid, int wstatus)
-{
-    agent_t *A = arg;
-    for (int i = 0; i < A->job.np; i++)
-        if (A->job.ranks[i].running && A->job.ranks[i].pid == pid) {
-            A->job.ranks[i].child_ev = NULL;
-            rank_done(A, i, wstatus);
-            return;
-        }
+    tprun_local_drain(&A->local, i);
+    send_line("x %d %d %d %d", r->id, wstatus, r->exec_errno, r->oom);
 }
 
 static void on_keeper_child(void *arg, pid_t pid, int wstatus)
@@ -351,30 +328,6 @@ static void on_keeper_child(void *arg, pid_t pid, int wstatus)
     agent_t *A = arg;
     (void)pid, (void)wstatus;
     A->job.keeper.pid = 0;
-}
-
-static void pump_rank(agent_t *A, tprun_stream_t *s, const tprun_prefix_t *p, tprun_ev_t **ev)
-{
-    (void)A;
-    if (s->fd >= 0 && tprun_stream_pump(s, p) == 0) {
-        tprun_ev_remove(*ev);
-        *ev = NULL;
-        tprun_stream_close(s, p);
-    }
-}
-
-static void on_rank_out(void *arg, unsigned revents)
-{
-    tprun_rank_t *r = arg;
-    (void)revents;
-    pump_rank(&G, &r->out, &r->prefix, &r->out_ev);
-}
-
-static void on_rank_err(void *arg, unsigned revents)
-{
-    tprun_rank_t *r = arg;
-    (void)revents;
-    pump_rank(&G, &r->err, &G.err_prefix[r - G.job.ranks], &r->err_ev);
 }
 
 /* Before the PMIx server's events: the ranks already dying are reported first. */
@@ -401,11 +354,8 @@ static int start_ranks(agent_t *A)
     if (tprun_job_build_envs(J, environ) != TP_OK || tprun_agent_pmix_envs(J) != TP_OK) return -1;
     for (int i = 0; i < J->np; i++) {
         tprun_rank_t *r = &J->ranks[i];
-        if (tprun_rank_start(J, i) != TP_OK) return -1;
+        if (tprun_local_start(&A->local, i) != TP_OK) return -1;
         A->running++;
-        r->child_ev = tprun_ev_child(A->ev, r->pid, TPRUN_EV_CHILD_KILL_GROUP, on_rank_child, A);
-        r->out_ev = tprun_ev_fd(A->ev, r->out.fd, EPOLLIN, 0, on_rank_out, r);
-        r->err_ev = tprun_ev_fd(A->ev, r->err.fd, EPOLLIN, 0, on_rank_err, r);
         send_line("s %d %d", r->id, (int)r->pid);
     }
     if (A->stdin_on) stdin_flush(A); /* what tprun sent before "go" */
@@ -479,6 +429,7 @@ static int agent_run(void)
     A->ev = tprun_evloop_create();
     if (A->ev == NULL) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     A->job.child_mask = *tprun_evloop_child_mask(A->ev);
+    A->local.ev = A->ev;
     static const int ending[] = {SIGTERM, SIGHUP, SIGINT};
     for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
         if (tprun_ev_signal(A->ev, ending[i], on_signal, A) == NULL)
@@ -487,8 +438,6 @@ static int agent_run(void)
     if (tprun_agent_pmix_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* PMIx hook */
     if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
     tprun_ev_child(A->ev, A->job.keeper.pid, 0, on_keeper_child, A);
-    tprun_oom_init();
-    A->oom_base = tprun_oom_count();
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
         tprun_agent_pmix_stop();
         tprun_keeper_finish(&A->job.keeper);
@@ -501,7 +450,8 @@ static int agent_run(void)
     }
     for (int i = 0; i < A->job.np; i++) {
         int id = A->job.ranks[i].id;
-        A->job.ranks[i].prefix.len = (size_t)snprintf(A->job.ranks[i].prefix.text, sizeof(A->job.ranks[i].prefix.text), "o %d ", id);
+        A->job.ranks[i].prefix.len =
+            (size_t)snprintf(A->job.ranks[i].prefix.text, sizeof(A->job.ranks[i].prefix.text), "o %d ", id);
         A->err_prefix[i].len = (size_t)snprintf(A->err_prefix[i].text, sizeof(A->err_prefix[i].text), "e %d ", id);
         A->job.ranks[i].err.out_fd = STDOUT_FILENO; /* both streams travel on the channel, tagged o or e */
     }
@@ -530,8 +480,7 @@ static int agent_run(void)
     if (A->lost) {
         /* The job's channel is gone: nothing may outlive it. */
         kill_all(A, SIGKILL);
-        for (int i = 0; i < A->job.np; i++)
-            if (A->job.ranks[i].running) tprun_ev_child_wait(A->job.ranks[i].child_ev);
+        tprun_local_wait_all(&A->local);
         tprun_agent_pmix_stop();
         tprun_keeper_finish(&A->job.keeper);
         return 1;

@@ -1,19 +1,16 @@
-/* tprun_remote.h: the ssh launcher: one agent per remote host (tprun --agent), reached over ssh's stdin/stdout. */
-#ifndef TPRUN_REMOTE_H
-#define TPRUN_REMOTE_H
+/* ssh/ssh.h: the ssh backend: one agent per remote host (tprun --agent), reached over ssh's stdin/stdout. */
+#ifndef TPRUN_SSH_H
+#define TPRUN_SSH_H
 
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "tprun_loop.h"
+#include "core/backend.h"
+#include "core/state.h"
 #include "tprun_wire.h"
 
 /* ssh connections being set up at once: a bounded fan-out, not one host after another. */
 #define TPRUN_SSH_FANOUT 32
-/* How long a peer-failed exit (70) of a rank on one host waits for its cause's report from another. */
-#define TPRUN_CAUSE_WAIT_S 0.25
-/* On this host the cause's exit is visible within microseconds of its consequences'. */
-#define TPRUN_LOCAL_CAUSE_WAIT_S 0.02
 /* First line of the plan tprun sends an agent: a tprun of another version is refused by name. */
 #define TPRUN_AGENT_HELLO "tprun-agent 1"
 /* Largest plan an agent reads: the program's arguments and -x values, escaped, fit well below it. */
@@ -61,7 +58,8 @@ typedef struct tprun_agents {
     tprun_ev_t *stdin_ev;    /* fd 0's registration (its events are 0 while the window is full) */
     tprun_ev_t *stdin_timer; /* a file on stdin: read whenever the window has room */
     size_t stdin_unacked;
-    int ready, failed; /* during the launch: agents ready, and the first that failed (or -1) */
+    int ready, failed;        /* during the launch: agents ready, and the first that failed (or -1) */
+    tprun_ev_t *cutoff_timer; /* after the SIGKILL: agents still silent then are cut off */
 } tprun_agents_t;
 
 /* Places the plan's ranks: which are started here and which by which agent; fills the job's per-host fields. */
@@ -86,8 +84,7 @@ void tprun_agents_finish(tprun_loop_t *L);
 /* After the launch: starts forwarding tprun's stdin to rank 0's agent (when rank 0 runs on another host). */
 void tprun_agents_stdin_start(tprun_loop_t *L);
 
-/* The agent side: `tprun --agent`, its plan read from stdin. Returns its exit status. */
-int tprun_agent_main(void);
+extern const tprun_backend_ops_t tprun_ssh_backend;
 
 /* Shared by tprun_remote.c (launch) and tprun_remote_run.c (run): queue a line on an agent's channel, close its
  * input (it then ends its ranks), and end every agent within the grace after a failure. */

@@ -1,5 +1,5 @@
 /* tprun_remote.c: tprun's side of the ssh launcher: placement, plans, and starting the agents. */
-#include "tprun_remote.h"
+#include "ssh/ssh.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/job.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
@@ -328,7 +329,8 @@ static void on_agent_err_line(void *ctx, char *line, size_t len)
             a->error[n] = '\0';
         }
     }
-    if (a->state == AGENT_RUNNING || tp_log_enabled(TP_LOG_DEBUG)) tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
+    if (a->state == AGENT_RUNNING || tp_log_enabled(TP_LOG_DEBUG))
+        tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
 }
 
 /* Messages during the launch: "ready IP PORT CLIENT_IP MASTER_PORT" or "error MESSAGE". */
@@ -365,15 +367,12 @@ static void launch_reason(const tprun_loop_t *L, const tprun_agent_t *a, char *o
 {
     char st[160] = "";
     if (a->pid == 0 && a->wstatus != 0) tprun_status_describe(a->wstatus, 0, st, sizeof(st));
-    if (strncmp(a->error, "error: ", 7) == 0)
-        snprintf(out, len, "%s", a->error + 7);
+    if (strncmp(a->error, "error: ", 7) == 0) snprintf(out, len, "%s", a->error + 7);
     else if (a->state == AGENT_CONNECTING)
         snprintf(out, len, "no answer within %g s (TP_SSH_TIMEOUT)%s%s", L->plan->ssh_timeout_s,
                  a->error[0] ? "; ssh said: " : "", a->error);
-    else if (a->error[0])
-        snprintf(out, len, "ssh %s: %s", st[0] ? st : "ended", a->error);
-    else
-        snprintf(out, len, "ssh %s before the agent answered", st[0] ? st : "ended");
+    else if (a->error[0]) snprintf(out, len, "ssh %s: %s", st[0] ? st : "ended", a->error);
+    else snprintf(out, len, "ssh %s before the agent answered", st[0] ? st : "ended");
 }
 
 /* An agent's stderr, from its start to its end: ssh's messages and the agent's own. */
