@@ -6,6 +6,7 @@ tprun_SOURCES = \
 	launcher/core/loop.c launcher/core/loop.h launcher/core/job.c launcher/core/job.h \
 	launcher/core/state.h launcher/core/backend.h \
 	launcher/local/local.c launcher/local/local.h launcher/local/backend.c \
+	launcher/link/link.c launcher/link/link.h \
 	launcher/ssh/launch.c launcher/ssh/run.c launcher/ssh/ssh.h \
 	launcher/agent/agent.c launcher/agent/agent.h \
 	launcher/tprun_args.c launcher/tprun_args.h launcher/tprun_hosts.c \

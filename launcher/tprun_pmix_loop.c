@@ -339,7 +339,7 @@ int tprun_pmix_rank_failed(tprun_loop_t *L, int r)
             hub.notify_owed += tprun_pmix_notify_aborted(rank->id) == TP_OK;
         } else {
             tprun_agent_t *a = node_agent(n);
-            if (a == NULL || a->state != AGENT_RUNNING || a->to_fd < 0) continue;
+            if (a == NULL || a->state != AGENT_RUNNING || a->link.out_fd < 0) continue;
             tprun_agent_send(a, line);
             hub.notify_owed++;
         }

@@ -30,6 +30,7 @@ typedef struct agent {
     int running;
     int go;
     int lost;               /* the channel to tprun closed or broke: kill everything */
+    tprun_link_t link;      /* tprun's commands, to their owners (its messages go out with send_line) */
     tprun_local_t local;    /* starts, reaps and kills this host's ranks */
     tprun_stream_t channel; /* stdin: the plan's remainder and commands */
     tprun_prefix_t *err_prefix;
@@ -45,6 +46,7 @@ typedef struct agent {
 static agent_t G;
 
 static void rank_done(void *owner, int i, int wstatus);
+static void agent_routes(agent_t *A);
 
 static void send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void send_line(const char *fmt, ...)
@@ -202,6 +204,7 @@ static int apply_plan(agent_t *A, char *text)
     }
     if (A->stdin_on && J->boot_index >= 0) J->stdin_index = J->boot_index, J->stdin_forwarded = 1;
     tprun_local_init(&A->local, NULL, J, rank_done, A); /* its loop comes with the agent's run */
+    agent_routes(A);
     A->local.err_prefix = A->err_prefix;
     P->pmix = tprun_agent_pmix_on(); /* its ranks take their world from PMIx, as tprun's own do */
     free(ids);
@@ -294,20 +297,53 @@ static void on_stdin_line(agent_t *A, char *line)
     if (A->go) stdin_flush(A); /* before the ranks start, it waits in the buffer */
 }
 
+/* "go IP:PORT MASTER_PORT": start the ranks. */
+static int on_go(void *arg, char *msg, size_t len)
+{
+    agent_t *A = arg;
+    (void)len;
+    if (strncmp(msg, "go ", 3) != 0 || A->go) return 0;
+    snprintf(A->boot_addr, sizeof(A->boot_addr), "%s", msg + 3);
+    A->go = 1;
+    return 1;
+}
+
+/* "k SIG": to every rank. */
+static int on_kill(void *arg, char *msg, size_t len)
+{
+    int sig;
+    (void)len;
+    if (sscanf(msg, "k %d", &sig) != 1 || sig <= 0 || sig >= 65) return 0;
+    kill_all(arg, sig);
+    return 1;
+}
+
+/* "i DATA", "ie": rank 0's stdin, when it is this host's. */
+static int on_stdin(void *arg, char *msg, size_t len)
+{
+    agent_t *A = arg;
+    (void)len;
+    if (!A->stdin_on || (strcmp(msg, "ie") != 0 && strncmp(msg, "i ", 2) != 0)) return 0;
+    on_stdin_line(A, msg);
+    return 1;
+}
+
+static int on_pmix(void *arg, char *msg, size_t len) { return (void)arg, (void)len, tprun_agent_pmix_command(msg); }
+
+/* Who takes tprun's commands. */
+static void agent_routes(agent_t *A)
+{
+    tprun_link_init(&A->link, NULL, "tprun", -1);
+    tprun_link_route(&A->link, 'g', on_go, A);
+    tprun_link_route(&A->link, 'k', on_kill, A);
+    tprun_link_route(&A->link, 'i', on_stdin, A);
+    tprun_link_route(&A->link, 'p', on_pmix, A); /* PMIx hook */
+}
+
 static void on_command(void *ctx, char *line, size_t len)
 {
     agent_t *A = ctx;
-    line[len - 1] = '\0';
-    int sig;
-    if (strncmp(line, "go ", 3) == 0 && !A->go) {
-        snprintf(A->boot_addr, sizeof(A->boot_addr), "%s", line + 3);
-        A->go = 1;
-    } else if (sscanf(line, "k %d", &sig) == 1 && sig > 0 && sig < 65) {
-        kill_all(A, sig);
-    } else if (A->stdin_on && (strcmp(line, "ie") == 0 || strncmp(line, "i ", 2) == 0)) {
-        on_stdin_line(A, line);
-    } else if (tprun_agent_pmix_command(line)) { /* PMIx hook */
-    } else {
+    if (!tprun_link_dispatch(&A->link, line, len)) {
         tp_log(TP_LOG_WARN, "agent", "unexpected command from tprun: \"%.100s\"", line);
     }
 }

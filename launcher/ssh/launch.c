@@ -1,4 +1,4 @@
-/* tprun_remote.c: tprun's side of the ssh launcher: placement, plans, and starting the agents. */
+/* ssh/launch.c: the ssh backend's start: placement, plans, and starting the agents. */
 #include "ssh/ssh.h"
 
 #include <errno.h>
@@ -29,6 +29,7 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *
 {
     memset(A, 0, sizeof(*A));
     A->L = L;
+    A->agent_argv = tprun_ssh_agent_argv;
     ssize_t n = readlink("/proc/self/exe", A->exe, sizeof(A->exe) - 1);
     if (n <= 0) {
         tp_log(TP_LOG_ERROR, "ssh", "cannot find tprun's own path (/proc/self/exe): %s", strerror(errno));
@@ -49,7 +50,7 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *
         a->host = (int)h;
         a->name = plan->hosts[h].name;
         a->all = A;
-        a->to_fd = -1;
+        tprun_link_init(&a->link, L->ev, a->name, -1);
         tprun_stream_init(&a->out, -1, STDOUT_FILENO);
         tprun_stream_init(&a->err, -1, STDERR_FILENO);
         agent_of[h] = A->n++;
@@ -167,33 +168,46 @@ static void shell_quote(const char *in, char *out, size_t out_len)
     out[o] = '\0';
 }
 
-static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
+char **tprun_ssh_agent_argv(const tprun_plan_t *plan, const char *exe, const char *host)
 {
-    tprun_agent_t *a = &L->agents->a[ai];
-    const tprun_plan_t *plan = L->plan;
-    char *words = strdup(plan->ssh != NULL ? plan->ssh : "ssh");
-    char *argv[80], timeout[64], remote[4200], quoted[4200];
+    enum { MAX_ARGS = 80, QUOTED = 4200 };
+    const char *ssh = plan->ssh != NULL ? plan->ssh : "ssh";
+    size_t room = strlen(ssh) + 1 + 64 + QUOTED + 16 + strlen(host) + 1;
+    char **argv = malloc(sizeof(char *) * MAX_ARGS + room), quoted[QUOTED];
+    if (argv == NULL) return NULL;
+    char *words = (char *)(argv + MAX_ARGS), *timeout = words + strlen(ssh) + 1, *remote = timeout + 64;
     int argc = 0;
-    if (words == NULL) return TP_ERR_NO_MEMORY;
+    strcpy(words, ssh);
     char *save = NULL;
     for (char *w = strtok_r(words, " \t", &save); w != NULL && argc < 64; w = strtok_r(NULL, " \t", &save))
         argv[argc++] = w;
-    snprintf(timeout, sizeof(timeout), "ConnectTimeout=%d", (int)(plan->ssh_timeout_s + 0.999));
-    shell_quote(L->agents->exe, quoted, sizeof(quoted));
-    snprintf(remote, sizeof(remote), "exec %s --agent", quoted);
+    snprintf(timeout, 64, "ConnectTimeout=%d", (int)(plan->ssh_timeout_s + 0.999));
+    shell_quote(exe, quoted, sizeof(quoted));
+    snprintf(remote, QUOTED + 16, "exec %s --agent", quoted);
+    char *name = remote + strlen(remote) + 1;
+    strcpy(name, host);
     /* Never prompt: a password or host-key question would hang the launch. */
     argv[argc++] = "-T";
     argv[argc++] = "-o";
     argv[argc++] = "BatchMode=yes";
     argv[argc++] = "-o";
     argv[argc++] = timeout;
-    argv[argc++] = (char *)a->name;
+    argv[argc++] = name;
     argv[argc++] = remote;
     argv[argc] = NULL;
+    return argv;
+}
+
+static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
+{
+    tprun_agent_t *a = &L->agents->a[ai];
+    const tprun_plan_t *plan = L->plan;
+    char **argv = L->agents->agent_argv(plan, L->agents->exe, a->name);
+    if (argv == NULL) return TP_ERR_NO_MEMORY;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
     size_t plan_len = 0;
-    a->pending = build_plan(L, ai, &plan_len);
-    if (a->pending == NULL || pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+    char *plan_text = build_plan(L, ai, &plan_len);
+    if (plan_text == NULL || pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
         goto err_pipes;
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -212,7 +226,6 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
         _exit(127);
     }
     setpgid(pid, pid);
-    free(words);
     close(in[0]);
     close(out[1]);
     close(err[1]);
@@ -220,22 +233,21 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
     a->pid = pid;
-    a->to_fd = in[1];
+    a->link.out_fd = in[1];
+    tprun_link_queue(&a->link, plan_text, plan_len); /* written as ssh takes it */
     a->out.fd = out[0];
     a->err.fd = err[0];
-    a->pending_len = plan_len;
-    a->pending_off = 0;
     a->state = AGENT_CONNECTING;
     a->deadline = tprun_now_s() + plan->ssh_timeout_s;
     a->child_ev = tprun_ev_child(L->ev, pid, 0, tprun_agent_reaped, a);
     tprun_keeper_tell(&L->job->keeper, 'S', pid);
     tp_log(TP_LOG_DEBUG, "ssh", "host %s: started %s (pid %d)", a->name, argv[0], (int)pid);
+    free(argv);
     return TP_OK;
 err_pipes:
     tp_log(TP_LOG_ERROR, "ssh", "cannot start ssh for host %s: %s", a->name, strerror(errno));
-    free(words);
-    free(a->pending);
-    a->pending = NULL;
+    free(argv);
+    free(plan_text);
     for (int i = 0; i < 2; i++) {
         if (in[i] >= 0) close(in[i]);
         if (out[i] >= 0) close(out[i]);
@@ -244,78 +256,9 @@ err_pipes:
     return TP_ERR_SYSTEM;
 }
 
-/* Writes what is pending (the plan, then messages); 1 when all of it went. */
-static int agent_flush(tprun_agent_t *a)
-{
-    while (a->pending != NULL && a->pending_off < a->pending_len) {
-        ssize_t n = write(a->to_fd, a->pending + a->pending_off, a->pending_len - a->pending_off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) return 0;
-        if (n < 0) {
-            /* EPIPE: the agent is gone; the channel's end says why. */
-            tp_log(TP_LOG_DEBUG, "ssh", "host %s: cannot write to the agent: %s", a->name, strerror(errno));
-            break;
-        }
-        a->pending_off += (size_t)n;
-    }
-    free(a->pending);
-    a->pending = NULL;
-    return 1;
-}
+void tprun_agent_send(tprun_agent_t *a, const char *line) { tprun_link_send(&a->link, line); }
 
-static void on_writable(void *arg, unsigned revents);
-
-/* Waits for room in the agent's input while something is queued. */
-static void want_writable(tprun_agent_t *a)
-{
-    if (a->writable_ev != NULL || a->to_fd < 0 || a->pending == NULL) return;
-    a->writable_ev = tprun_ev_fd(a->all->L->ev, a->to_fd, EPOLLOUT, 0, on_writable, a);
-}
-
-/* Queues one message line and writes what the channel takes now; the rest goes when it is writable. */
-void tprun_agent_send(tprun_agent_t *a, const char *line)
-{
-    if (a->to_fd < 0) return;
-    size_t len = strlen(line);
-    size_t held = a->pending != NULL ? a->pending_len - a->pending_off : 0;
-    if (held == 0) {
-        free(a->pending);
-        a->pending = NULL;
-    } else if (a->pending_off > 0) { /* what is still to go moves to the front before the buffer is resized */
-        memmove(a->pending, a->pending + a->pending_off, held);
-    }
-    char *grown = realloc(a->pending, held + len);
-    if (grown == NULL) {
-        tp_log(TP_LOG_ERROR, "ssh", "host %s: out of memory queueing a message; ending its connection", a->name);
-        a->pending_len = held, a->pending_off = 0;
-        tprun_agent_close_input(a);
-        return;
-    }
-    memcpy(grown + held, line, len);
-    a->pending = grown;
-    a->pending_len = held + len;
-    a->pending_off = 0;
-    if (agent_flush(a) || a->to_fd < 0) return;
-    want_writable(a);
-}
-
-/* Its input has room again: writes what is queued. */
-static void on_writable(void *arg, unsigned revents)
-{
-    tprun_agent_t *a = arg;
-    (void)revents;
-    if (!agent_flush(a) && a->to_fd >= 0) return;
-    tprun_ev_remove(a->writable_ev);
-    a->writable_ev = NULL;
-}
-
-void tprun_agent_close_input(tprun_agent_t *a)
-{
-    tprun_ev_remove(a->writable_ev);
-    a->writable_ev = NULL;
-    if (a->to_fd >= 0) close(a->to_fd);
-    a->to_fd = -1;
-}
+void tprun_agent_close_input(tprun_agent_t *a) { tprun_link_close(&a->link); }
 
 /* Keeps ssh's last stderr line: when the connection fails, it is ssh's own reason. */
 static void on_agent_err_line(void *ctx, char *line, size_t len)
@@ -457,7 +400,6 @@ static void launch_watch(tprun_agent_t *a)
 {
     a->out_ev = tprun_ev_fd(a->all->L->ev, a->out.fd, EPOLLIN, 0, on_launch_out, a);
     if (a->err.fd >= 0) a->err_ev = tprun_ev_fd(a->all->L->ev, a->err.fd, EPOLLIN, 0, on_agent_err, a);
-    want_writable(a);
 }
 
 int tprun_agents_launch(tprun_loop_t *L)
@@ -529,6 +471,7 @@ int tprun_agents_launch(tprun_loop_t *L)
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
         a->out.on_line = NULL; /* from now on tprun_agent_on_channel parses the lines */
+        tprun_agent_routes(a);
         a->out_ev = tprun_ev_fd(L->ev, a->out.fd, EPOLLIN, 0, tprun_agent_on_channel, a);
         tprun_agent_send(a, go);
     }

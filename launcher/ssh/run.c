@@ -1,4 +1,4 @@
-/* tprun_remote_run.c: tprun's side of the ssh launcher while the job runs: agents' messages, signals and ends. */
+/* ssh/run.c: the ssh backend while the job runs: agents' messages, signals and ends; its ops table. */
 #include "ssh/ssh.h"
 
 #include <errno.h>
@@ -35,13 +35,80 @@ static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const ch
     return (int)r;
 }
 
-/* One message from a running agent: "o|e RANK text", "s RANK PID", "x RANK WSTATUS ERRNO OOM", "bye". */
+/* "s RANK PID": a rank started. */
+static int on_started(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    size_t used, rest_len = len >= 2 ? len - 2 : 0;
+    long pid;
+    int r;
+    if (len < 2 || msg[1] != ' ' || (r = parse_rank_of(L, a, msg + 2, rest_len, &used)) < 0 ||
+        (pid = tprun_wire_parse_uint(msg + 2 + used, rest_len - used, INT_MAX, &used)) <= 0)
+        return 0;
+    L->job->ranks[r].pid = (pid_t)pid;
+    L->job->ranks[r].start_wall = tprun_wall_s();
+    return 1;
+}
+
+/* "x RANK WSTATUS ERRNO OOM": a rank ended. */
+static int on_ended(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    size_t used;
+    int r;
+    if (len < 2 || msg[1] != ' ' || (r = parse_rank_of(L, a, msg + 2, len - 2, &used)) < 0) return 0;
+    int wstatus = 0, err = 0, oom = 0;
+    tprun_rank_t *rank = &L->job->ranks[r];
+    if (sscanf(msg + 2 + used, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
+        rank->exec_errno = err;
+        rank->oom = oom;
+        a->running--;
+        tprun_loop_rank_ended(L, r, wstatus);
+    }
+    return 1;
+}
+
+/* "bye": nothing to do: the channel's end follows, and any rank it did not report ended is counted lost there. */
+static int on_bye(void *arg, char *msg, size_t len) { return (void)arg, (void)len, strcmp(msg, "bye") == 0; }
+
+/* "ia N", "ie": rank 0's stdin, from its agent. */
+static int on_stdin_ack(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    (void)len;
+    if ((int)(a - L->agents->a) != L->agents->stdin_agent || (strcmp(msg, "ie") != 0 && strncmp(msg, "ia ", 3) != 0))
+        return 0;
+    stdin_ack(L, msg);
+    return 1;
+}
+
+/* "p...": PMIx's (the hub matches fences and data requests across hosts). */
+static int on_pmix(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    (void)len;
+    return tprun_pmix_agent_line(a->all->L, (int)(a - a->all->a), msg); /* PMIx hook */
+}
+
+/* Who takes a running agent's messages, besides its ranks' output. */
+void tprun_agent_routes(tprun_agent_t *a)
+{
+    tprun_link_route(&a->link, 's', on_started, a);
+    tprun_link_route(&a->link, 'x', on_ended, a);
+    tprun_link_route(&a->link, 'b', on_bye, a);
+    tprun_link_route(&a->link, 'i', on_stdin_ack, a);
+    tprun_link_route(&a->link, 'p', on_pmix, a);
+}
+
+/* One message from a running agent: "o|e RANK text" here, the others to their owners. */
 static void on_agent_line(void *ctx, char *line, size_t len)
 {
     tprun_agent_t *a = ctx;
     tprun_loop_t *L = a->all->L;
     size_t used;
-    long pid;
     int r;
     /* Every field is read within the line (newline excluded): a number never runs on into the next one. */
     if (len >= 3 && (line[0] == 'o' || line[0] == 'e') && line[1] == ' ' &&
@@ -50,34 +117,10 @@ static void on_agent_line(void *ctx, char *line, size_t len)
                          len - 2 - used);
         return;
     }
-    line[len - 1] = '\0';
-    char *rest = line + 2;
-    size_t rest_len = len >= 3 ? len - 3 : 0;
-    if (line[0] == 's' && line[1] == ' ' && (r = parse_rank_of(L, a, rest, rest_len, &used)) >= 0 &&
-        (pid = tprun_wire_parse_uint(rest + used, rest_len - used, INT_MAX, &used)) > 0) {
-        L->job->ranks[r].pid = (pid_t)pid;
-        L->job->ranks[r].start_wall = tprun_wall_s();
-    } else if (line[0] == 'x' && line[1] == ' ' && (r = parse_rank_of(L, a, rest, rest_len, &used)) >= 0) {
-        int wstatus = 0, err = 0, oom = 0;
-        tprun_rank_t *rank = &L->job->ranks[r];
-        if (sscanf(rest + used, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
-            rank->exec_errno = err;
-            rank->oom = oom;
-            a->running--;
-            tprun_loop_rank_ended(L, r, wstatus);
-        }
-    } else if (strcmp(line, "bye") == 0) {
-        /* Nothing to do: the channel's end follows, and any rank it did not report ended is counted lost there. */
-    } else if (line[0] == 'i' && (int)(a - L->agents->a) == L->agents->stdin_agent &&
-               (strcmp(line, "ie") == 0 || strncmp(line, "ia ", 3) == 0)) {
-        stdin_ack(L, line);
-    } else if (line[0] == 'p' && tprun_pmix_agent_line(L, (int)(a - L->agents->a), line)) {
-        /* PMIx hook: handled */
-    } else {
-        char q[TP_QUOTE_LEN];
-        tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%s\"", a->name,
-               tp_quote(line, q, sizeof(q)));
-    }
+    if (tprun_link_dispatch(&a->link, line, len)) return;
+    char q[TP_QUOTE_LEN];
+    tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%s\"", a->name,
+           tp_quote(line, q, sizeof(q)));
 }
 
 /* The agent's ranks that were never reported ended count as killed: its end (or its host's) took them. */
@@ -180,7 +223,7 @@ void tprun_agents_finish(tprun_loop_t *L)
         a->err_ev = NULL;
         if (a->err.fd >= 0) tprun_stream_drain(&a->err, &none);
         tprun_stream_free(&a->err);
-        free(a->pending);
+        tprun_link_free(&a->link);
     }
     free(A->a);
     A->a = NULL;
@@ -231,7 +274,7 @@ static void stdin_pump(tprun_loop_t *L)
     tprun_agents_t *A = L->agents;
     if (A == NULL || A->stdin_state != 1) return;
     tprun_agent_t *a = &A->a[A->stdin_agent];
-    if (a->state != AGENT_RUNNING || a->to_fd < 0) {
+    if (a->state != AGENT_RUNNING || a->link.out_fd < 0) {
         stdin_stop(L);
         return;
     }

@@ -9,7 +9,7 @@ FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher $(TP_PMIX_CFLAG
 
 # tprun without its main and the three files the launcher harnesses compile in (their parsers are static).
 check_LIBRARIES = tests/fuzz/libfuzz_tprun.a
-tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c launcher/core/loop.c launcher/local/local.c \
+tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c launcher/core/loop.c launcher/local/local.c launcher/link/link.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_spawn.c launcher/tprun_output.c launcher/tprun_exit.c launcher/tprun_summary.c launcher/tprun_wire.c \
 	launcher/tprun_slurm.c launcher/tprun_pmix.c launcher/tprun_pmix_ops.c launcher/tprun_pmix_fence.c \
 	launcher/tprun_pmix_loop.c launcher/tprun_agent_pmix.c \

@@ -69,7 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 2; i++) {
         agent[i].name = i ? "fuzzhost1" : "fuzzhost0";
         agent[i].state = launch ? AGENT_CONNECTING : AGENT_RUNNING;
-        agent[i].to_fd = -1;
+        tprun_link_init(&agent[i].link, NULL, agent[i].name, -1);
+        tprun_agent_routes(&agent[i]);
         agent[i].all = &agents;
         tprun_stream_init(&agent[i].out, i ? -1 : fds[0], -1);
         tprun_stream_init(&agent[i].err, -1, -1);
@@ -100,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 2; i++) {
         tprun_stream_free(&agent[i].out);
         tprun_stream_free(&agent[i].err);
-        free(agent[i].pending);
+        tprun_link_free(&agent[i].link);
     }
     close(fds[1]);
     return 0;
