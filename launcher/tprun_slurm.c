@@ -20,7 +20,7 @@
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
-#include "tprun_loop.h"
+#include "core/loop.h"
 #include "tprun_output.h"
 
 #define SRUN_FIXED_ARGS 16
