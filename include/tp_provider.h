@@ -248,6 +248,8 @@ void tp_transport_unsupported_deregister(void *state, void *handle);
 
 /* Adds a transport built outside libtp (an engine's own, a test's) after the built-in ones; before tp_init. */
 tp_status_t tp_transport_register(const tp_transport_ops_t *ops);
+/* A built-in or registered transport's ops by name, or NULL (a wrapper or a conformance test reaches it so). */
+const tp_transport_ops_t *tp_transport_find(const char *name);
 
 #ifdef __cplusplus
 }
