@@ -237,6 +237,7 @@ typedef struct tp_transport_ops {
     tp_status_t (*mem_register)(void *state, void *buf, size_t len, void **handle);
     /* Releases what mem_register returned. */
     void (*mem_deregister)(void *state, void *handle);
+    /* At tp_finalize or a failed tp_init: closes its connections and listener and frees state. */
     void (*close)(void *state);
 } tp_transport_ops_t;
 
