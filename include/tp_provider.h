@@ -237,6 +237,7 @@ typedef struct tp_transport_ops {
     tp_status_t (*mem_register)(void *state, void *buf, size_t len, void **handle);
     /* Releases what mem_register returned. */
     void (*mem_deregister)(void *state, void *handle);
+    /* At tp_finalize or a failed tp_init: closes its connections and listener and frees state. */
     void (*close)(void *state);
 } tp_transport_ops_t;
 
@@ -248,6 +249,8 @@ void tp_transport_unsupported_deregister(void *state, void *handle);
 
 /* Adds a transport built outside libtp (an engine's own, a test's) after the built-in ones; before tp_init. */
 tp_status_t tp_transport_register(const tp_transport_ops_t *ops);
+/* A built-in or registered transport's ops by name, or NULL (a wrapper or a conformance test reaches it so). */
+const tp_transport_ops_t *tp_transport_find(const char *name);
 
 /* ---- Devices: where a buffer lives and how it is copied and reduced; one const ops table each ---- */
 

@@ -103,6 +103,15 @@ tp_status_t tp_transport_register(const tp_transport_ops_t *ops)
     return TP_OK;
 }
 
+const tp_transport_ops_t *tp_transport_find(const char *name)
+{
+    const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
+    int n = all_transports(all);
+    for (int i = 0; name != NULL && i < n; i++)
+        if (strcmp(all[i]->name, name) == 0) return all[i];
+    return NULL;
+}
+
 int tp_transports_pick(const int *priority, int n)
 {
     int best = -1;

@@ -66,8 +66,7 @@ static void test_pairs(void)
 /* "unit": TCP underneath, reaching the odd ranks only, with a priority above TCP's. */
 static tp_status_t unit_open(const tp_transport_env_t *env, void **state, char *address, size_t len)
 {
-    extern const tp_transport_ops_t tp_tcp_ops;
-    return tp_tcp_ops.open(env, state, address, len);
+    return tp_transport_find("tcp")->open(env, state, address, len);
 }
 
 static int unit_reach(void *state, const tp_peer_view_t *peer)
@@ -77,9 +76,11 @@ static int unit_reach(void *state, const tp_peer_view_t *peer)
 
 static void test_register(void)
 {
-    extern const tp_transport_ops_t tp_tcp_ops;
-    tp_transport_ops_t ops = tp_tcp_ops;
-    CHECK(tp_transport_register(&tp_tcp_ops) == TP_ERR_INVALID, "a second transport named tcp is refused");
+    const tp_transport_ops_t *tcp = tp_transport_find("tcp");
+    CHECK(tcp != NULL && tp_transport_find("unit") == NULL && tp_transport_find(NULL) == NULL, "find by name");
+    if (tcp == NULL) return;
+    tp_transport_ops_t ops = *tcp;
+    CHECK(tp_transport_register(tcp) == TP_ERR_INVALID, "a second transport named tcp is refused");
     CHECK(tp_transport_register(NULL) == TP_ERR_INVALID, "no table");
     ops.name = "unit";
     ops.event_fds = NULL;
@@ -91,11 +92,11 @@ static void test_register(void)
     ops.name = "un;it";
     CHECK(tp_transport_register(&ops) == TP_ERR_INVALID, "a name with ';' is refused");
     static tp_transport_ops_t good;
-    good = tp_tcp_ops;
+    good = *tcp;
     good.name = "unit";
     good.open = unit_open;
     good.reach = unit_reach;
-    CHECK(tp_transport_register(&good) == TP_OK, "a complete table is taken");
+    CHECK(tp_transport_register(&good) == TP_OK && tp_transport_find("unit") == &good, "a complete table is taken");
 }
 
 /*
