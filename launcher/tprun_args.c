@@ -365,7 +365,7 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
                         plan->total_slots),
                TP_ERR_INVALID;
     tp_status_t st = plan->hosts != NULL ? tprun_plan_place(plan, err, err_len) : TP_OK;
-    /* Under Slurm srun starts the ranks: tprun holds only srun's pipes. */
+    /* Under Slurm every host's agent starts the ranks: tprun holds only srun's pipes. */
     const char *how = plan->launcher;
     int srun = (how != NULL && strcmp(how, "slurm") == 0) ||
                ((how == NULL || strcmp(how, "local") != 0) && env_lookup(envp, "SLURM_JOB_ID") != NULL);
@@ -373,7 +373,7 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
     if (st == TP_OK)
         st = tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
     if (st == TP_OK) st = check_wdir(plan, err, err_len);
-    if (st != TP_OK || (!plan->remote && plan->wdir == NULL)) return st;
+    if (st != TP_OK || (!plan->remote && !srun && plan->wdir == NULL)) return st;
     /* Ranks in another directory (remote, or --wdir) run the same path: both are made absolute here. */
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd)) == NULL)

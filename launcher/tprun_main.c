@@ -19,7 +19,7 @@
 #include "tprun_loop.h"
 #include "tprun_output.h"
 #include "tprun_pmix.h"
-#include "tprun_slurm.h"
+#include "slurm.h"
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
 #include "tprun_summary.h"
@@ -547,8 +547,6 @@ int main(int argc, char **argv)
 
     /* The ssh launcher's agent on a remote host (hidden: tprun starts it, with its plan on stdin). */
     if (argc == 2 && strcmp(argv[1], "--agent") == 0) return tprun_agent_main();
-    /* A rank under srun (hidden: tprun's Slurm launcher starts it through srun). */
-    if (argc >= 3 && strcmp(argv[1], "--slurm-task") == 0) return tprun_slurm_task(argv + 2);
     tprun_plan_t plan;
     char err[1024];
     if (tprun_args_parse(argc, argv, environ, host, &plan, err, sizeof(err)) != TP_OK) {
@@ -569,7 +567,7 @@ int main(int argc, char **argv)
         tprun_say("-x %s", err);
         status = TPRUN_EXIT_USAGE;
     } else if (plan.json_summary != NULL &&
-               tprun_summary_check(&plan, tprun_slurm_wanted(plan.launcher, environ), err, sizeof(err)) != TP_OK) {
+               tprun_summary_check(&plan, err, sizeof(err)) != TP_OK) {
         tprun_say("%s", err);
         status = TPRUN_EXIT_USAGE;
     } else {
@@ -577,12 +575,9 @@ int main(int argc, char **argv)
         tp_config_warn_unknown(environ);
         if (plan.env_set != NULL) tp_config_warn_unknown(plan.env_set);
         setenv("TP_ENV_CHECKED", "1", 1);
-        if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
-            status = tprun_slurm_check(&plan, environ);
-            if (status == 0) status = tprun_slurm_run(&plan, environ);
-        } else {
-            status = run_job(&plan, host);
-        }
+        if (tprun_slurm_wanted(plan.launcher, environ) && (status = tprun_slurm_check(&plan, environ)) == 0)
+            status = tprun_slurm_plan(&plan, environ); /* Slurm backend: srun starts every node's agent */
+        if (status == 0) status = run_job(&plan, host);
     }
     tprun_plan_free(&plan);
     return status;

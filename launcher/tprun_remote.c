@@ -19,6 +19,7 @@
 #include "runtime_log.h"
 #include "tprun_exit.h"
 #include "tprun_pmix.h"
+#include "slurm.h"
 
 extern char **environ;
 
@@ -131,6 +132,7 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
     }
     for (char **arg = plan->argv; ok && *arg != NULL; arg++) ok = plan_add(&buf, &len, &cap, "arg", *arg) == 0;
     if (ok && ai == L->agents->stdin_agent) ok = plan_add(&buf, &len, &cap, "stdin", "1") == 0;
+    if (ok && plan->slurm) ok = plan_add(&buf, &len, &cap, "slurm", "1") == 0; /* Slurm backend: task variables */
     if (ok && plan->pmix) { /* PMIx hook: the agent hosts a server for its ranks */
         char *hosts = NULL, *map = NULL;
         ok = tprun_pmix_describe(&hosts, &map) == TP_OK && plan_add(&buf, &len, &cap, "pmix", "1") == 0 &&
@@ -171,20 +173,17 @@ static void shell_quote(const char *in, char *out, size_t out_len)
     out[o] = '\0';
 }
 
-static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
+/* The ssh command line that runs "exec 'tprun' --agent" on host a; words holds the split --ssh command. */
+static void ssh_argv(const tprun_plan_t *plan, const tprun_agent_t *a, const char *exe, char *words, char **argv,
+                     char *timeout, char *remote)
 {
-    tprun_agent_t *a = &L->agents->a[ai];
-    const tprun_plan_t *plan = L->plan;
-    char *words = strdup(plan->ssh != NULL ? plan->ssh : "ssh");
-    char *argv[80], timeout[64], remote[4200], quoted[4200];
+    char quoted[4200], *save = NULL;
     int argc = 0;
-    if (words == NULL) return TP_ERR_NO_MEMORY;
-    char *save = NULL;
     for (char *w = strtok_r(words, " \t", &save); w != NULL && argc < 64; w = strtok_r(NULL, " \t", &save))
         argv[argc++] = w;
-    snprintf(timeout, sizeof(timeout), "ConnectTimeout=%d", (int)(plan->ssh_timeout_s + 0.999));
-    shell_quote(L->agents->exe, quoted, sizeof(quoted));
-    snprintf(remote, sizeof(remote), "exec %s --agent", quoted);
+    snprintf(timeout, 64, "ConnectTimeout=%d", (int)(plan->ssh_timeout_s + 0.999));
+    shell_quote(exe, quoted, sizeof(quoted));
+    snprintf(remote, 4200, "exec %s --agent", quoted);
     /* Never prompt: a password or host-key question would hang the launch. */
     argv[argc++] = "-T";
     argv[argc++] = "-o";
@@ -194,6 +193,17 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
     argv[argc++] = (char *)a->name;
     argv[argc++] = remote;
     argv[argc] = NULL;
+}
+
+static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
+{
+    tprun_agent_t *a = &L->agents->a[ai];
+    const tprun_plan_t *plan = L->plan;
+    char *words = strdup(plan->ssh != NULL ? plan->ssh : "ssh");
+    char *argv[80], timeout[64], remote[4200];
+    if (words == NULL) return TP_ERR_NO_MEMORY;
+    if (plan->slurm) tprun_slurm_agent_argv(a->name, L->agents->exe, argv, remote, sizeof(remote)); /* Slurm backend */
+    else ssh_argv(plan, a, L->agents->exe, words, argv, timeout, remote);
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
     size_t plan_len = 0;
     a->pending = build_plan(L, ai, &plan_len);
@@ -212,7 +222,8 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         execvp(argv[0], argv);
-        dprintf(STDERR_FILENO, "cannot execute the ssh command \"%s\": %s\n", argv[0], strerror(errno));
+        dprintf(STDERR_FILENO, "cannot execute the %s command \"%s\": %s\n", plan->slurm ? "srun" : "ssh", argv[0],
+                strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
@@ -364,16 +375,17 @@ static void agent_reap(tprun_agent_t *a, int wait)
 static void launch_reason(const tprun_loop_t *L, const tprun_agent_t *a, char *out, size_t len)
 {
     char st[160] = "";
+    const char *via = L->plan->slurm ? "srun" : "ssh";
     if (a->pid == 0 && a->wstatus != 0) tprun_status_describe(a->wstatus, 0, st, sizeof(st));
     if (strncmp(a->error, "error: ", 7) == 0)
         snprintf(out, len, "%s", a->error + 7);
     else if (a->state == AGENT_CONNECTING)
-        snprintf(out, len, "no answer within %g s (TP_SSH_TIMEOUT)%s%s", L->plan->ssh_timeout_s,
-                 a->error[0] ? "; ssh said: " : "", a->error);
+        snprintf(out, len, "no answer within %g s (TP_SSH_TIMEOUT)%s%s%s%s", L->plan->ssh_timeout_s,
+                 a->error[0] ? "; " : "", a->error[0] ? via : "", a->error[0] ? " said: " : "", a->error);
     else if (a->error[0])
-        snprintf(out, len, "ssh %s: %s", st[0] ? st : "ended", a->error);
+        snprintf(out, len, "%s %s: %s", via, st[0] ? st : "ended", a->error);
     else
-        snprintf(out, len, "ssh %s before the agent answered", st[0] ? st : "ended");
+        snprintf(out, len, "%s %s before the agent answered", via, st[0] ? st : "ended");
 }
 
 /* Ends agents that have not started ranks: closing their input is enough, ssh is killed if it lingers. */

@@ -5,13 +5,13 @@ FUZZ_RUNTIME_HARNESSES = record boot auth frame tcp_recv config env
 FUZZ_LAUNCHER_HARNESSES = args wire fence plan agent_line
 FUZZ_REPLAY = tests/fuzz/replay_main.c tests/fuzz/fuzz_util.c tests/fuzz/fuzz_util.h
 FUZZ_RUNTIME_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/tcp
-FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher $(TP_PMIX_CFLAGS)
+FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm $(TP_PMIX_CFLAGS)
 
 # tprun without its main and the three files the launcher harnesses compile in (their parsers are static).
 check_LIBRARIES = tests/fuzz/libfuzz_tprun.a
 tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_spawn.c launcher/tprun_output.c launcher/tprun_exit.c launcher/tprun_summary.c launcher/tprun_wire.c \
-	launcher/tprun_slurm.c launcher/tprun_pmix.c launcher/tprun_pmix_ops.c launcher/tprun_pmix_fence.c \
+	launcher/slurm/slurm.c launcher/tprun_pmix.c launcher/tprun_pmix_ops.c launcher/tprun_pmix_fence.c \
 	launcher/tprun_pmix_loop.c launcher/tprun_agent_pmix.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	runtime/runtime_dl.c
