@@ -14,7 +14,7 @@
 #include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
-#include "tprun_agent_pmix.h"
+#include "services.h"
 #include "tprun_exit.h"
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
@@ -22,7 +22,6 @@
 
 /* The agent's own epoll ids (ID_SIGNALS as in tprun's loop; ranks' streams are 2i and 2i+1). */
 #define ID_CHANNEL 0xfffffff1u
-#define ID_PMIX_EVENTS 0xfffffff2u
 #define ID_STDIN_PIPE 0xfffffff3u
 
 typedef struct agent {
@@ -125,7 +124,7 @@ static int apply_plan(agent_t *A, char *text)
 {
     tprun_plan_t *P = &A->plan;
     tprun_job_t *J = &A->job;
-    int *ids = NULL, nids = 0, saw_hello = 0, pmix_line;
+    int *ids = NULL, nids = 0, saw_hello = 0, service_line;
     char *wdir = NULL;
     P->torch_env = 1;
     for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
@@ -177,8 +176,8 @@ static int apply_plan(agent_t *A, char *text)
             if (eq == NULL) return refuse("bad variable in the plan");
             *eq = '\0';
             setenv(v, eq + 1, 1);
-        } else if ((pmix_line = tprun_agent_pmix_plan(line, v)) != 0) { /* PMIx hook */
-            if (pmix_line < 0) return refuse("out of memory");
+        } else if ((service_line = tprun_services_agent_plan_line(P, line, v)) != 0) { /* "pmix ..." */
+            if (service_line < 0) return refuse("out of memory");
         } else if (strcmp(line, "end") != 0) {
             return refuse("unknown plan line \"%.60s\"", line);
         }
@@ -205,7 +204,6 @@ static int apply_plan(agent_t *A, char *text)
         if (ids[i] == 0) J->boot_index = i, J->listen = 1;
     }
     if (A->stdin_on && J->boot_index >= 0) J->stdin_index = J->boot_index, J->stdin_forwarded = 1;
-    P->pmix = tprun_agent_pmix_on(); /* its ranks take their world from PMIx, as tprun's own do */
     free(ids);
     return 0;
 }
@@ -313,7 +311,7 @@ static void on_command(void *ctx, char *line, size_t len)
         kill_all(A, sig);
     } else if (A->stdin_on && (strcmp(line, "ie") == 0 || strncmp(line, "i ", 2) == 0)) {
         on_stdin_line(A, line);
-    } else if (tprun_agent_pmix_command(line)) { /* PMIx hook */
+    } else if (tprun_services_agent_command(line)) { /* a service's command (PMIx: "p...") */
     } else {
         tp_log(TP_LOG_WARN, "agent", "unexpected command from tprun: \"%.100s\"", line);
     }
@@ -380,7 +378,7 @@ static int start_ranks(agent_t *A)
         J->master_port = atoi(space + 1);
     }
     if (tprun_job_build_envs(J, environ) != TP_OK || (A->slurm && tprun_slurm_rank_envs(J) != TP_OK) ||
-        tprun_agent_pmix_envs(J) != TP_OK)
+        tprun_services_rank_envs(J) != TP_OK)
         return -1;
     for (int i = 0; i < J->np; i++) {
         tprun_rank_t *r = &J->ranks[i];
@@ -399,9 +397,9 @@ static int start_ranks(agent_t *A)
 static void loop(agent_t *A)
 {
     struct epoll_event ev[64];
-    /* Under --pmix the server stays until tprun ends the job: ranks on other hosts may still want this host's
+    /* A service may stay until tprun ends the job: under --pmix ranks on other hosts may still want this host's
      * ranks' data after they ended. */
-    while (!A->lost && (!A->go || A->running > 0 || tprun_agent_pmix_on())) {
+    while (!A->lost && (!A->go || A->running > 0 || tprun_services_agent_keeps())) {
         int n = epoll_wait(A->epfd, ev, 64, -1);
         if (n < 0 && errno != EINTR) break;
         for (int k = 0; k < n && !A->lost; k++) {
@@ -419,8 +417,8 @@ static void loop(agent_t *A)
                 }
             } else if (id == ID_STDIN_PIPE) {
                 stdin_flush(A);
-            } else if (id == ID_PMIX_EVENTS) {
-                tprun_agent_pmix_on_ready(reap_dying, A); /* PMIx hook: fences, data requests, aborts to tprun */
+            } else if (id == ID_SERVICES) {
+                tprun_services_agent_ready(reap_dying, A); /* PMIx: fences, data requests, aborts to tprun */
             } else if (id == ID_SIGNALS) {
                 struct signalfd_siginfo si;
                 while (read(A->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
@@ -478,17 +476,17 @@ static int agent_run(void)
     A->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (A->sigfd < 0 || A->epfd < 0) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     char err[1024];
-    if (tprun_agent_pmix_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* PMIx hook */
+    if (tprun_services_agent_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* job starting */
     if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
     tprun_oom_init();
     A->oom_base = tprun_oom_count();
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
-        tprun_agent_pmix_stop();
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot prepare the ranks (see the message above)");
     }
-    if (tprun_agent_pmix_start(&A->job, err, sizeof(err)) != TP_OK) { /* PMIx hook */
-        tprun_agent_pmix_stop();
+    if (tprun_services_agent_start(&A->job, err, sizeof(err)) != TP_OK) {
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("%s", err);
     }
@@ -504,16 +502,13 @@ static int agent_run(void)
     struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
     if (epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) != 0) { /* a regular file: it would never be read again */
         int why = errno;
-        tprun_agent_pmix_stop();
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot watch the channel from tprun on stdin: %s", strerror(why));
     }
     e.data.u32 = ID_SIGNALS;
     epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
-    if (tprun_agent_pmix_fd() >= 0) {
-        e.data.u32 = ID_PMIX_EVENTS;
-        epoll_ctl(A->epfd, EPOLL_CTL_ADD, tprun_agent_pmix_fd(), &e);
-    }
+    tprun_services_agent_watch(A->epfd);
     send_line("ready %s %d %s %d", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip,
               A->job.master_port);
     /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
@@ -537,12 +532,12 @@ static int agent_run(void)
             }
             rank_done(A, i, wst);
         }
-        tprun_agent_pmix_stop();
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return 1;
     }
     send_line("bye");
-    tprun_agent_pmix_stop();
+    tprun_services_job_over();
     tprun_keeper_finish(&A->job.keeper);
     return 0;
 }
@@ -550,7 +545,7 @@ static int agent_run(void)
 int tprun_agent_main(void)
 {
     int status = agent_run();
-    tprun_agent_pmix_stop(); /* a refusal after the PMIx tmpdir was made leaves nothing behind */
+    tprun_services_job_over(); /* a refusal after the PMIx tmpdir was made leaves nothing behind */
     tprun_slurm_rank_envs_free();
     return status;
 }

@@ -18,7 +18,7 @@
 #include "tprun_exit.h"
 #include "tprun_loop.h"
 #include "tprun_output.h"
-#include "tprun_pmix.h"
+#include "services.h"
 #include "slurm.h"
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
@@ -164,7 +164,7 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
     rank->wstatus = wstatus;
     rank->end_wall = tprun_wall_s();
     L->running--;
-    if (L->plan->pmix) tprun_pmix_rank_ended(L, r); /* PMIx hook: no fence waits on it any more */
+    tprun_services_rank_ended(L, r);
     if (rank->agent < 0) tprun_keeper_tell(&job->keeper, 'R', rank->pid);
     if (r == job->stdin_index) stdin_stop(L);
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(job);
@@ -193,7 +193,7 @@ static void rank_ended(tprun_loop_t *L, int r, int wstatus)
         L->first_failure = r;
         L->exit_status = tprun_status_code(wstatus);
         print_failure(L, r);
-        if (!(L->plan->pmix && tprun_pmix_rank_failed(L, r))) teardown(L); /* PMIx hook: notify first */
+        if (!tprun_services_rank_failed(L, r)) teardown(L); /* a service (PMIx) may notify the survivors first */
     }
     /* Its output was written before it ended: take it all now (after the failure line, which comes first). */
     if (L->held_rank == r) return; /* release_held or the cause's failure line comes first */
@@ -367,10 +367,10 @@ static void loop_run(tprun_loop_t *L)
             reap(L);
             break;
         }
-        if (L->plan->pmix) tprun_pmix_on_ready(L); /* PMIx hook: an abort before the exit it causes */
+        tprun_services_loop_ready(L); /* a service's event (a PMIx abort) before the exit it causes */
         for (int i = 0; i < n; i++) {
             uint32_t id = events[i].data.u32;
-            if (id == ID_PMIX) continue; /* PMIx hook: handled above */
+            if (id == ID_SERVICES) continue; /* handled above */
             if (id == ID_SIGNALS) on_signals(L);
             else if (id == ID_STDIN_IN && L->agents != NULL && L->agents->stdin_state == 1) tprun_agents_stdin_pump(L);
             else if (id == ID_STDIN_IN) stdin_step(L, 1);
@@ -437,8 +437,8 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     L.first_failure = -1;
     L.held_rank = -1;
     tprun_agents_t agents;
-    int pmix_status = plan->pmix ? tprun_pmix_prepare(plan) : 0; /* PMIx hook: before anything starts */
-    if (pmix_status != 0) return pmix_status;
+    int service_status = tprun_services_prepare(plan); /* job starting: before anything starts */
+    if (service_status != 0) return service_status;
     L.epfd = L.sigfd = -1;
     L.in.in_fd = L.in.pipe_fd = -1;
 
@@ -477,7 +477,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
         if (tprun_agents_setup(&agents, &job, plan) != TP_OK) goto err_job;
     }
     if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
-    if (plan->pmix && tprun_pmix_start(&L) != TP_OK) goto err_job; /* PMIx hook */
+    if (tprun_services_start(&L) != TP_OK) goto err_job;
     L.batch = calloc((size_t)plan->np, sizeof(*L.batch));
     if (L.batch == NULL) goto err_job;
     tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
@@ -493,7 +493,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
             teardown(&L);
         }
     }
-    if (!L.launch_failed && plan->pmix && tprun_pmix_envs(&L) != TP_OK) { /* PMIx hook */
+    if (!L.launch_failed && tprun_services_rank_envs(&job) != TP_OK) {
         L.launch_failed = 1;
         L.exit_status = TPRUN_EXIT_LAUNCH;
         teardown(&L);
@@ -511,7 +511,7 @@ static int run_job(const tprun_plan_t *plan, const char *host)
     print_summary(&L);
     status = L.exit_status;
 err_job:
-    if (plan->pmix) tprun_pmix_stop(); /* PMIx hook: before the keeper is told "done" */
+    tprun_services_job_over(); /* before the keeper is told "done" */
     if (L.agents != NULL) tprun_agents_finish(&L);
     stdin_stop(&L);
     tprun_keeper_finish(&job.keeper);
@@ -519,7 +519,7 @@ err_job:
     tprun_job_release(&job);
     free(L.batch);
 err_loop:
-    if (plan->pmix) tprun_pmix_stop(); /* PMIx hook */
+    tprun_services_job_over();
     if (L.epfd >= 0) close(L.epfd);
     if (L.sigfd >= 0) close(L.sigfd);
     return status;

@@ -18,7 +18,7 @@
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
-#include "tprun_pmix.h"
+#include "services.h"
 #include "slurm.h"
 
 extern char **environ;
@@ -103,6 +103,18 @@ static int plan_add(char **buf, size_t *len, size_t *cap, const char *key, const
     return 0;
 }
 
+typedef struct plan_buf {
+    char **buf;
+    size_t *len, *cap;
+} plan_buf_t;
+
+/* plan_add for the services' plan lines. */
+static int plan_add_to(void *ctx, const char *key, const char *value)
+{
+    plan_buf_t *pb = ctx;
+    return plan_add(pb->buf, pb->len, pb->cap, key, value);
+}
+
 /* What an agent needs to start its host's ranks: never on a command line (the key travels here). */
 static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
 {
@@ -133,13 +145,8 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
     for (char **arg = plan->argv; ok && *arg != NULL; arg++) ok = plan_add(&buf, &len, &cap, "arg", *arg) == 0;
     if (ok && ai == L->agents->stdin_agent) ok = plan_add(&buf, &len, &cap, "stdin", "1") == 0;
     if (ok && plan->slurm) ok = plan_add(&buf, &len, &cap, "slurm", "1") == 0; /* Slurm backend: task variables */
-    if (ok && plan->pmix) { /* PMIx hook: the agent hosts a server for its ranks */
-        char *hosts = NULL, *map = NULL;
-        ok = tprun_pmix_describe(&hosts, &map) == TP_OK && plan_add(&buf, &len, &cap, "pmix", "1") == 0 &&
-             plan_add(&buf, &len, &cap, "pmixhosts", hosts) == 0 && plan_add(&buf, &len, &cap, "pmixmap", map) == 0;
-        free(hosts);
-        free(map);
-    }
+    plan_buf_t pb = {&buf, &len, &cap};
+    ok = ok && tprun_services_plan_lines((tprun_loop_t *)L, ai, plan_add_to, &pb) == 0; /* what services send */
     /* The user's TP_* settings must match on every rank; -x variables travel (a later one wins there too). */
     for (char **ep = environ; ok && *ep != NULL; ep++) {
         const char *eq = strchr(*ep, '=');

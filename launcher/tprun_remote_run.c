@@ -19,7 +19,7 @@
 #include "runtime_config.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
-#include "tprun_pmix.h"
+#include "services.h"
 #include "tprun_summary.h"
 
 /* ---- while the job runs ---- */
@@ -71,8 +71,8 @@ static void on_agent_line(void *ctx, char *line, size_t len)
     } else if (line[0] == 'i' && (int)(a - L->agents->a) == L->agents->stdin_agent &&
                (strcmp(line, "ie") == 0 || strncmp(line, "ia ", 3) == 0)) {
         stdin_ack(L, line);
-    } else if (line[0] == 'p' && tprun_pmix_agent_line(L, (int)(a - L->agents->a), line)) {
-        /* PMIx hook: handled */
+    } else if (tprun_services_agent_message(L, (int)(a - L->agents->a), line)) {
+        /* a service's message (PMIx: "p...") */
     } else {
         char q[TP_QUOTE_LEN];
         tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%s\"", a->name,
@@ -140,7 +140,7 @@ void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
     }
     tprun_agent_close_input(a);
     a->state = AGENT_GONE;
-    if (L->plan->pmix) tprun_pmix_agent_gone(L, ai); /* PMIx hook */
+    tprun_services_agent_gone(L, ai);
     agent_lost(L, a); /* ranks never reported ended, "bye" or not, count as killed */
 }
 

@@ -7,8 +7,8 @@ tests_launcher_args_test_SOURCES = tests/launcher_args_test.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
 tests_launcher_args_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tests_launcher_args_test_LDADD = -lm
-tests_launcher_pmix_unit_SOURCES = tests/launcher_pmix_unit.c launcher/tprun_pmix_fence.c launcher/tprun_wire.c
-tests_launcher_pmix_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
+tests_launcher_pmix_unit_SOURCES = tests/launcher_pmix_unit.c launcher/pmix/tprun_pmix_fence.c launcher/tprun_wire.c
+tests_launcher_pmix_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/pmix
 LAUNCHER_SHELL_TESTS = \
 	tests/launcher_cmdline.sh \
 	tests/launcher_env.sh \

@@ -11,6 +11,7 @@
 #include "tprun_pmix.h"
 #include "tprun_pmix_fence.h"
 #include "tprun_remote.h"
+#include "services.h"
 
 /* Survivors get this long after the death notification went out to act on it before tprun's SIGTERM. */
 #define TPRUN_PMIX_EVENT_WINDOW_S 0.2
@@ -97,7 +98,7 @@ tp_status_t tprun_pmix_start(tprun_loop_t *L)
         tprun_say("--pmix: could not start the PMIx server (see above); no rank was started");
         return st;
     }
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_PMIX};
+    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_SERVICES};
     epoll_ctl(L->epfd, EPOLL_CTL_ADD, tprun_pmix_event_fd(), &e);
     tp_log(TP_LOG_DEBUG, "pmix", "PMIx server up for namespace %s, %d ranks on %d hosts", nspace, job->world_size,
            hub.num_nodes);
