@@ -9,7 +9,7 @@ tprun_SOURCES = \
 	launcher/tprun_exit.c launcher/tprun_exit.h \
 	launcher/tprun_summary.c launcher/tprun_summary.h \
 	launcher/tprun_loop.h launcher/tprun_wire.c launcher/tprun_wire.h launcher/tprun_remote.c launcher/tprun_remote_run.c launcher/tprun_remote.h launcher/tprun_agent.c \
-	launcher/slurm/slurm.c launcher/slurm/slurm.h \
+	launcher/slurm/slurm.c launcher/slurm/slurm.h launcher/slurm/slurm_service.c \
 	launcher/services.c launcher/services.h \
 	launcher/pmix/pmix_service.c \
 	launcher/pmix/tprun_pmix.c launcher/pmix/tprun_pmix.h launcher/pmix/tprun_pmix_lib.h runtime/runtime_pmix_compat.h launcher/pmix/tprun_pmix_ops.c \

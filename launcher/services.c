@@ -10,11 +10,12 @@
 #include "tprun_args.h"
 #include "tprun_spawn.h"
 
-extern const tprun_service_ops_t tprun_pmix_service;
+extern const tprun_service_ops_t tprun_slurm_service, tprun_pmix_service;
 
 /* The services, in the order their hooks run. */
 static const tprun_service_ops_t *const services[] = {
-    &tprun_pmix_service, /* --pmix: a PMIx server per host (launcher/pmix) */
+    &tprun_slurm_service, /* under Slurm: each rank's own SLURM_PROCID, ... (launcher/slurm) */
+    &tprun_pmix_service,  /* --pmix: a PMIx server per host (launcher/pmix) */
 };
 #define NUM_SERVICES (sizeof(services) / sizeof(services[0]))
 

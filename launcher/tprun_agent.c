@@ -18,7 +18,6 @@
 #include "tprun_exit.h"
 #include "tprun_remote.h"
 #include "tprun_spawn.h"
-#include "slurm.h"
 
 /* The agent's own epoll ids (ID_SIGNALS as in tprun's loop; ranks' streams are 2i and 2i+1). */
 #define ID_CHANNEL 0xfffffff1u
@@ -39,7 +38,6 @@ typedef struct agent {
     char boot_addr[320];
     /* rank 0's stdin, from tprun: bytes received and not yet written into its pipe */
     int stdin_on;
-    int slurm; /* started by srun: its ranks get their own SLURM_* task variables */
     unsigned char *in_buf;
     size_t in_len, in_cap;
     int in_eof;     /* tprun sent the end of input */
@@ -152,8 +150,6 @@ static int apply_plan(agent_t *A, char *text)
             P->torch_env = atoi(v);
         } else if (strcmp(line, "stdin") == 0) {
             A->stdin_on = atoi(v);
-        } else if (strcmp(line, "slurm") == 0) {
-            A->slurm = atoi(v);
         } else if (strcmp(line, "report") == 0) {
             P->report_bindings = atoi(v);
         } else if (strcmp(line, "prog") == 0) {
@@ -377,9 +373,7 @@ static int start_ranks(agent_t *A)
         J->boot_port = atoi(colon + 1);
         J->master_port = atoi(space + 1);
     }
-    if (tprun_job_build_envs(J, environ) != TP_OK || (A->slurm && tprun_slurm_rank_envs(J) != TP_OK) ||
-        tprun_services_rank_envs(J) != TP_OK)
-        return -1;
+    if (tprun_job_build_envs(J, environ) != TP_OK || tprun_services_rank_envs(J) != TP_OK) return -1;
     for (int i = 0; i < J->np; i++) {
         tprun_rank_t *r = &J->ranks[i];
         if (tprun_rank_start(J, i) != TP_OK) return -1;
@@ -546,6 +540,5 @@ int tprun_agent_main(void)
 {
     int status = agent_run();
     tprun_services_job_over(); /* a refusal after the PMIx tmpdir was made leaves nothing behind */
-    tprun_slurm_rank_envs_free();
     return status;
 }

@@ -144,7 +144,6 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
     }
     for (char **arg = plan->argv; ok && *arg != NULL; arg++) ok = plan_add(&buf, &len, &cap, "arg", *arg) == 0;
     if (ok && ai == L->agents->stdin_agent) ok = plan_add(&buf, &len, &cap, "stdin", "1") == 0;
-    if (ok && plan->slurm) ok = plan_add(&buf, &len, &cap, "slurm", "1") == 0; /* Slurm backend: task variables */
     plan_buf_t pb = {&buf, &len, &cap};
     ok = ok && tprun_services_plan_lines((tprun_loop_t *)L, ai, plan_add_to, &pb) == 0; /* what services send */
     /* The user's TP_* settings must match on every rank; -x variables travel (a later one wins there too). */

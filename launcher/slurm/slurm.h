@@ -24,11 +24,6 @@ int tprun_slurm_plan(tprun_plan_t *plan, char *const *envp);
 #define TPRUN_SLURM_ARGV 16
 int tprun_slurm_agent_argv(const char *host, const char *exe, char **argv, char *nodelist, size_t len);
 
-/* In an agent under Slurm: each rank's SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS and SLURM_NPROCS
- * are its own, as srun would give a task of an N-rank step (the agent's step has one task). */
-tp_status_t tprun_slurm_rank_envs(tprun_job_t *job);
-void tprun_slurm_rank_envs_free(void);
-
 /* Expands a Slurm host list ("n[01-03,7],gpu1") into names (malloc'd array of malloc'd strings); -1 if malformed. */
 int tprun_slurm_hostlist(const char *list, char ***names, size_t *count);
 /* Expands SLURM_TASKS_PER_NODE ("2(x3),1") into count entries; -1 if malformed or not count entries. */

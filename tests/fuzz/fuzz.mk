@@ -11,7 +11,7 @@ FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)
 check_LIBRARIES = tests/fuzz/libfuzz_tprun.a
 tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_spawn.c launcher/tprun_output.c launcher/tprun_exit.c launcher/tprun_summary.c launcher/tprun_wire.c \
-	launcher/slurm/slurm.c launcher/services.c launcher/pmix/pmix_service.c launcher/pmix/tprun_pmix.c \
+	launcher/slurm/slurm.c launcher/slurm/slurm_service.c launcher/services.c launcher/pmix/pmix_service.c launcher/pmix/tprun_pmix.c \
 	launcher/pmix/tprun_pmix_ops.c launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	runtime/runtime_dl.c
