@@ -2,13 +2,19 @@
 # than linking libtp.so: the launcher starts faster without the shared library and builds on its own.
 bin_PROGRAMS += tprun
 tprun_SOURCES = \
-	launcher/tprun_main.c \
+	launcher/main.c \
+	launcher/core/loop.c launcher/core/loop.h launcher/core/job.c launcher/core/job.h \
+	launcher/core/state.h launcher/core/backend.h \
+	launcher/local/local.c launcher/local/local.h launcher/local/backend.c \
+	launcher/link/link.c launcher/link/link.h \
+	launcher/ssh/launch.c launcher/ssh/run.c launcher/ssh/ssh.h \
+	launcher/agent/agent.c launcher/agent/agent.h \
 	launcher/tprun_args.c launcher/tprun_args.h launcher/tprun_hosts.c \
 	launcher/tprun_spawn.c launcher/tprun_spawn.h \
 	launcher/tprun_output.c launcher/tprun_output.h \
 	launcher/tprun_exit.c launcher/tprun_exit.h \
 	launcher/tprun_summary.c launcher/tprun_summary.h \
-	launcher/tprun_loop.h launcher/tprun_wire.c launcher/tprun_wire.h launcher/tprun_remote.c launcher/tprun_remote_run.c launcher/tprun_remote.h launcher/tprun_agent.c \
+	launcher/tprun_wire.c launcher/tprun_wire.h \
 	launcher/slurm/slurm.c launcher/slurm/slurm.h launcher/slurm/slurm_service.c \
 	launcher/services.c launcher/services.h \
 	launcher/pmix/pmix_service.c \

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "core/loop.h"
 #include "runtime_log.h"
 #include "tprun_args.h"
 #include "tprun_spawn.h"
@@ -57,14 +58,6 @@ int tprun_services_plan_lines(struct tprun_loop *L, int ai, tprun_plan_add_fn ad
     return 0;
 }
 
-void tprun_services_loop_ready(struct tprun_loop *L)
-{
-    for (size_t i = 0; i < NUM_SERVICES; i++) {
-        const tprun_service_ops_t *s = svc(i);
-        if (s != NULL && s->loop_ready != NULL) s->loop_ready(L);
-    }
-}
-
 void tprun_services_rank_ended(struct tprun_loop *L, int r)
 {
     for (size_t i = 0; i < NUM_SERVICES; i++) {
@@ -81,6 +74,16 @@ int tprun_services_rank_failed(struct tprun_loop *L, int r)
         if (s != NULL && s->rank_failed != NULL) taken |= s->rank_failed(L, r);
     }
     return taken;
+}
+
+const char *tprun_services_msg_types(void)
+{
+    static char types[NUM_SERVICES + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < NUM_SERVICES; i++)
+        if (services[i]->msg_prefix != '\0') types[n++] = services[i]->msg_prefix;
+    types[n] = '\0';
+    return types;
 }
 
 int tprun_services_agent_message(struct tprun_loop *L, int ai, char *line)
@@ -131,20 +134,27 @@ tp_status_t tprun_services_agent_start(const tprun_job_t *job, char *err, size_t
     return TP_OK;
 }
 
-void tprun_services_agent_watch(int epfd)
+/* What an agent's loop calls for service i's fd. */
+static struct service_watch {
+    size_t i;
+    void (*reap)(void *ctx);
+    void *ctx;
+} watches[NUM_SERVICES];
+
+static void on_service_fd(void *arg, unsigned revents)
 {
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_SERVICES};
-    for (size_t i = 0; i < NUM_SERVICES; i++) {
-        const tprun_service_ops_t *s = svc(i);
-        if (s != NULL && s->agent_fd != NULL && s->agent_fd() >= 0) epoll_ctl(epfd, EPOLL_CTL_ADD, s->agent_fd(), &e);
-    }
+    struct service_watch *w = arg;
+    (void)revents;
+    services[w->i]->agent_ready(w->reap, w->ctx);
 }
 
-void tprun_services_agent_ready(void (*reap)(void *ctx), void *ctx)
+void tprun_services_agent_watch(tprun_evloop_t *ev, void (*reap)(void *ctx), void *ctx)
 {
     for (size_t i = 0; i < NUM_SERVICES; i++) {
         const tprun_service_ops_t *s = svc(i);
-        if (s != NULL && s->agent_ready != NULL) s->agent_ready(reap, ctx);
+        if (s == NULL || s->agent_fd == NULL || s->agent_ready == NULL || s->agent_fd() < 0) continue;
+        watches[i] = (struct service_watch){i, reap, ctx};
+        tprun_ev_fd(ev, s->agent_fd(), EPOLLIN, 0, on_service_fd, &watches[i]);
     }
 }
 

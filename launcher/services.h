@@ -12,9 +12,6 @@ struct tprun_plan;
 struct tprun_job;
 struct tprun_loop;
 
-/* The loop's epoll id of every service's fd: a readable one makes the loop call each service's loop_ready. */
-#define ID_SERVICES 0xfffffff8u
-
 /* Adds "key value" to an agent's plan (build_plan's writer); 0, or -1 out of memory. */
 typedef int (*tprun_plan_add_fn)(void *ctx, const char *key, const char *value);
 
@@ -29,7 +26,8 @@ typedef struct tprun_service_ops {
     int (*wanted)(const struct tprun_plan *plan);
     /* tprun, job starting, before the keeper and any fd: 0 or tprun's exit status after one line saying why. */
     int (*prepare)(const struct tprun_plan *plan);
-    /* tprun, after the job's ids, listener and ranks are known: starts what serves the ranks. */
+    /* tprun, after the job's ids, listener and ranks are known: starts what serves the ranks (its fds go into
+     * L's loop as the service registers them). */
     tp_status_t (*start)(struct tprun_loop *L);
     /* tprun: what agent ai's plan carries for it (read back by agent_plan_line). */
     int (*plan_lines)(struct tprun_loop *L, int ai, tprun_plan_add_fn add, void *ctx);
@@ -37,8 +35,6 @@ typedef struct tprun_service_ops {
     tp_status_t (*rank_env)(struct tprun_job *job, int i);
     /* In rank i's child before exec (fds set; a vfork child: system calls only, no memory written): affinity. */
     void (*child_exec)(const struct tprun_job *job, int i);
-    /* tprun, each loop turn before events are handled (its fd is in the loop as ID_SERVICES). */
-    void (*loop_ready)(struct tprun_loop *L);
     /* tprun: rank r ended; rank_failed: it failed first; 1 when the service starts the teardown itself. */
     void (*rank_ended)(struct tprun_loop *L, int r);
     int (*rank_failed)(struct tprun_loop *L, int r);
@@ -68,9 +64,10 @@ typedef struct tprun_service_ops {
 int tprun_services_prepare(const struct tprun_plan *plan);
 tp_status_t tprun_services_start(struct tprun_loop *L);
 int tprun_services_plan_lines(struct tprun_loop *L, int ai, tprun_plan_add_fn add, void *ctx);
-void tprun_services_loop_ready(struct tprun_loop *L);
 void tprun_services_rank_ended(struct tprun_loop *L, int r);
 int tprun_services_rank_failed(struct tprun_loop *L, int r);
+/* The first letters of the services' messages ("p"): the agents' links route them to the walks below. */
+const char *tprun_services_msg_types(void);
 /* A line from agent ai: 1 when a service took it. */
 int tprun_services_agent_message(struct tprun_loop *L, int ai, char *line);
 void tprun_services_agent_gone(struct tprun_loop *L, int ai);
@@ -79,9 +76,9 @@ void tprun_services_agent_gone(struct tprun_loop *L, int ai);
 int tprun_services_agent_plan_line(struct tprun_plan *plan, const char *key, const char *value);
 int tprun_services_agent_prepare(char *err, size_t err_len);
 tp_status_t tprun_services_agent_start(const struct tprun_job *job, char *err, size_t err_len);
-/* Adds each service's fd to epfd as ID_SERVICES. */
-void tprun_services_agent_watch(int epfd);
-void tprun_services_agent_ready(void (*reap)(void *ctx), void *ctx);
+/* Puts each service's fd into the agent's loop: when readable, reap(ctx) first reports ranks already dead. */
+struct tprun_evloop;
+void tprun_services_agent_watch(struct tprun_evloop *ev, void (*reap)(void *ctx), void *ctx);
 int tprun_services_agent_command(char *line);
 int tprun_services_agent_keeps(void);
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
-#include "tprun_loop.h"
+#include "core/state.h"
 
 const char *tprun_signal_name(int sig, char *buf, size_t len)
 {
@@ -45,6 +45,16 @@ void tprun_status_describe(int wstatus, int oom, char *buf, size_t len)
     } else {
         snprintf(buf, len, "ended with wait status 0x%x", (unsigned)wstatus);
     }
+}
+
+int tprun_status_is_consequence(int wstatus)
+{
+    return !tprun_status_failed(wstatus) || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == TP_EXIT_PEER_FAILED);
+}
+
+const char *tprun_loop_rank_host(const tprun_loop_t *L, int r)
+{
+    return L->plan->rank_host != NULL && L->plan->remote ? L->plan->hosts[L->plan->rank_host[r]].name : L->job->host;
 }
 
 void tprun_loop_rank_cause(const tprun_loop_t *L, int r, char *buf, size_t len)

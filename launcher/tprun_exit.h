@@ -19,6 +19,15 @@ int tprun_status_code(int wstatus);
  */
 void tprun_status_describe(int wstatus, int oom, char *buf, size_t len);
 
+/* Whether a rank's end is a consequence, not a cause: success, or libtp's fate path ending a rank whose peer failed
+ * (70). Reported causes come first; a consequence waits a moment for its cause (core/job.c). */
+int tprun_status_is_consequence(int wstatus);
+
+struct tprun_loop;
+/* The host a rank runs on, as the command line named it (this machine's name on a single-host job). */
+const char *tprun_loop_rank_host(const struct tprun_loop *L, int r);
+/* Why an ended rank ended, as its failure line says: "killed by signal 9 (SIGKILL), sent by tprun ...". */
+void tprun_loop_rank_cause(const struct tprun_loop *L, int r, char *buf, size_t len);
 
 /*
  * The kernel's count of OOM kills that would include a rank of this job: the cgroup v2 memory.events

@@ -26,6 +26,8 @@ typedef struct tprun_rank {
     double start_wall, end_wall; /* wall-clock times tprun saw it start and end (--json-summary); 0: not yet */
     tprun_prefix_t prefix;
     tprun_stream_t out, err;
+    struct tprun_ev *out_ev, *err_ev, *child_ev; /* its registrations in the event loop (core/loop.h) */
+    struct tprun_local *local;                   /* the local backend that started it (local/local.h) */
 } tprun_rank_t;
 
 /* A process forked before the ranks that SIGKILLs their process groups when tprun dies without saying "done". */

@@ -6,7 +6,7 @@
 
 #include "tp.h"
 #include "tprun_args.h"
-#include "tprun_loop.h"
+#include "core/state.h"
 
 /*
  * Before anything starts: refuses a FILE whose directory is missing or not writable (by creating and removing

@@ -55,7 +55,6 @@ const tprun_service_ops_t tprun_pmix_service = {
     .start = tprun_pmix_start,
     .plan_lines = plan_lines,
     .rank_env = rank_env,
-    .loop_ready = tprun_pmix_on_ready,
     .rank_ended = tprun_pmix_rank_ended,
     .rank_failed = tprun_pmix_rank_failed,
     .agent_message = tprun_pmix_agent_line,

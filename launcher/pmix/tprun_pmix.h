@@ -86,8 +86,6 @@ int tprun_pmix_prepare(const struct tprun_plan *plan);
 tp_status_t tprun_pmix_start(struct tprun_loop *L);
 /* The job as every agent's server describes it: host names and each rank's host, comma-separated (malloc'd). */
 tp_status_t tprun_pmix_describe(char **hosts, char **map);
-/* Once this host's ranks' environments are built: adds what PMIx gives each. */
-tp_status_t tprun_pmix_envs(struct tprun_loop *L);
 /* Handles pending events: fences and data requests are matched across hosts, PMIx_Abort ends the job as its first
  * failure, the notify window's end tears it down. */
 void tprun_pmix_on_ready(struct tprun_loop *L);

@@ -7,11 +7,10 @@
 
 #include "runtime_log.h"
 #include "tprun_exit.h"
-#include "tprun_loop.h"
+#include "core/job.h"
 #include "tprun_pmix.h"
 #include "tprun_pmix_fence.h"
-#include "tprun_remote.h"
-#include "services.h"
+#include "ssh/ssh.h"
 
 /* Survivors get this long after the death notification went out to act on it before tprun's SIGTERM. */
 #define TPRUN_PMIX_EVENT_WINDOW_S 0.2
@@ -54,6 +53,9 @@ int tprun_pmix_prepare(const tprun_plan_t *plan)
 }
 
 static int node_of_host(const tprun_plan_t *plan, int h) { return plan->hosts != NULL ? plan->hosts[h].node : 0; }
+
+/* The server's events come before the other fds of a wake-up: an abort before the exit it causes. */
+static void on_pmix_ready(void *arg, unsigned revents) { (void)revents, tprun_pmix_on_ready(arg); }
 
 tp_status_t tprun_pmix_start(tprun_loop_t *L)
 {
@@ -98,21 +100,9 @@ tp_status_t tprun_pmix_start(tprun_loop_t *L)
         tprun_say("--pmix: could not start the PMIx server (see above); no rank was started");
         return st;
     }
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_SERVICES};
-    epoll_ctl(L->epfd, EPOLL_CTL_ADD, tprun_pmix_event_fd(), &e);
+    tprun_ev_fd(L->ev, tprun_pmix_event_fd(), EPOLLIN, TPRUN_EV_FIRST, on_pmix_ready, L);
     tp_log(TP_LOG_DEBUG, "pmix", "PMIx server up for namespace %s, %d ranks on %d hosts", nspace, job->world_size,
            hub.num_nodes);
-    return TP_OK;
-}
-
-tp_status_t tprun_pmix_envs(tprun_loop_t *L)
-{
-    tprun_job_t *job = L->job;
-    for (int i = 0; i < job->np; i++)
-        if (job->ranks[i].agent < 0 && tprun_pmix_rank_env(job->ranks[i].id, job->envp[i], &job->envp[i]) != TP_OK) {
-            tprun_say("--pmix: could not give rank %d its PMIx environment (see above)", job->ranks[i].id);
-            return TP_ERR_SYSTEM;
-        }
     return TP_OK;
 }
 
@@ -338,7 +328,7 @@ int tprun_pmix_rank_failed(tprun_loop_t *L, int r)
             hub.notify_owed += tprun_pmix_notify_aborted(rank->id) == TP_OK;
         } else {
             tprun_agent_t *a = node_agent(n);
-            if (a == NULL || a->state != AGENT_RUNNING || a->to_fd < 0) continue;
+            if (a == NULL || a->state != AGENT_RUNNING || a->link.out_fd < 0) continue;
             tprun_agent_send(a, line);
             hub.notify_owed++;
         }
@@ -369,7 +359,7 @@ void tprun_pmix_on_ready(tprun_loop_t *L)
     tprun_pmix_event_t *evs = tprun_pmix_take_events(abort_event, L, &n);
     if (n > 0) {
         tprun_wait_exiting(L->job);
-        tprun_loop_reap(L);
+        tprun_evloop_reap(L->ev);
     }
     for (size_t i = 0; i < n; i++) {
         tprun_pmix_event_t *e = &evs[i];

@@ -215,10 +215,17 @@ out:
     return status;
 }
 
-int tprun_slurm_agent_argv(const char *host, const char *exe, char **argv, char *nodelist, size_t len)
+char **tprun_slurm_agent_argv(const tprun_plan_t *plan, const char *exe, const char *host)
 {
+    enum { MAX_ARGS = 16 };
+    (void)plan;
+    size_t room = strlen("--nodelist=") + strlen(host) + 1 + strlen(exe) + 1;
+    char **argv = malloc(sizeof(char *) * MAX_ARGS + room);
+    if (argv == NULL) return NULL;
+    char *nodelist = (char *)(argv + MAX_ARGS), *self = nodelist + strlen("--nodelist=") + strlen(host) + 1;
+    sprintf(nodelist, "--nodelist=%s", host);
+    strcpy(self, exe);
     int k = 0;
-    snprintf(nodelist, len, "--nodelist=%s", host);
     argv[k++] = "srun";
     argv[k++] = "--nodes=1";
     argv[k++] = "--ntasks=1";
@@ -228,8 +235,8 @@ int tprun_slurm_agent_argv(const char *host, const char *exe, char **argv, char 
     argv[k++] = "--cpu-bind=none"; /* the agent's ranks use the node's CPUs of the allocation, not one task's */
     argv[k++] = "--kill-on-bad-exit=1";
     argv[k++] = "--";
-    argv[k++] = (char *)exe;
+    argv[k++] = self;
     argv[k++] = "--agent";
     argv[k] = NULL;
-    return k;
+    return argv;
 }

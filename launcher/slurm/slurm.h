@@ -20,9 +20,9 @@ int tprun_slurm_check(const tprun_plan_t *plan, char *const *envp);
  */
 int tprun_slurm_plan(tprun_plan_t *plan, char *const *envp);
 
-/* The srun command line that starts the agent on host (argv has room for TPRUN_SLURM_ARGV entries). */
-#define TPRUN_SLURM_ARGV 16
-int tprun_slurm_agent_argv(const char *host, const char *exe, char **argv, char *nodelist, size_t len);
+/* The ssh backend's agent command under Slurm: srun --nodes=1 --ntasks=1 --nodelist=HOST --overlap ... EXE --agent
+ * (a NULL-ended argv in one malloc'd block, as tprun_ssh_agent_argv's). */
+char **tprun_slurm_agent_argv(const tprun_plan_t *plan, const char *exe, const char *host);
 
 /* Expands a Slurm host list ("n[01-03,7],gpu1") into names (malloc'd array of malloc'd strings); -1 if malformed. */
 int tprun_slurm_hostlist(const char *list, char ***names, size_t *count);

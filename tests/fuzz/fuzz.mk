@@ -9,7 +9,7 @@ FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)
 
 # tprun without its main and the three files the launcher harnesses compile in (their parsers are static).
 check_LIBRARIES = tests/fuzz/libfuzz_tprun.a
-tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c \
+tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c launcher/core/loop.c launcher/local/local.c launcher/link/link.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_spawn.c launcher/tprun_output.c launcher/tprun_exit.c launcher/tprun_summary.c launcher/tprun_wire.c \
 	launcher/slurm/slurm.c launcher/slurm/slurm_service.c launcher/services.c launcher/pmix/pmix_service.c launcher/pmix/tprun_pmix.c \
 	launcher/pmix/tprun_pmix_ops.c launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c \
@@ -55,8 +55,8 @@ check_PROGRAMS += tests/fuzz/fuzz_args tests/fuzz/fuzz_wire tests/fuzz/fuzz_fenc
 tests_fuzz_fuzz_args_SOURCES = tests/fuzz/fuzz_args.c $(FUZZ_REPLAY)
 tests_fuzz_fuzz_wire_SOURCES = tests/fuzz/fuzz_wire.c $(FUZZ_REPLAY)
 tests_fuzz_fuzz_fence_SOURCES = tests/fuzz/fuzz_fence.c $(FUZZ_REPLAY)
-tests_fuzz_fuzz_plan_SOURCES = tests/fuzz/fuzz_plan.c launcher/tprun_remote.c launcher/tprun_remote_run.c $(FUZZ_REPLAY)
-tests_fuzz_fuzz_agent_line_SOURCES = tests/fuzz/fuzz_agent_line.c launcher/tprun_agent.c $(FUZZ_REPLAY)
+tests_fuzz_fuzz_plan_SOURCES = tests/fuzz/fuzz_plan.c launcher/ssh/launch.c launcher/ssh/run.c $(FUZZ_REPLAY)
+tests_fuzz_fuzz_agent_line_SOURCES = tests/fuzz/fuzz_agent_line.c launcher/agent/agent.c $(FUZZ_REPLAY)
 tests_fuzz_fuzz_args_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
 tests_fuzz_fuzz_wire_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
 tests_fuzz_fuzz_fence_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)

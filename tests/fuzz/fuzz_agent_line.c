@@ -1,5 +1,5 @@
 /* fuzz_agent_line.c: tprun reading an agent's channel, during the launch ("ready", "error") and while the job runs
- * ("o"/"e" output, "s", "x", "bye", stdin acknowledgements): launcher/tprun_remote.c and tprun_remote_run.c,
+ * ("o"/"e" output, "s", "x", "bye", stdin acknowledgements): launcher/ssh/launch.c and ssh/run.c,
  * compiled in here since their line handlers are static. */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@ static int fuzz_null_fd = -1;
 #define STDOUT_FILENO fuzz_null_fd
 #define STDERR_FILENO fuzz_null_fd
 
-#include "../../launcher/tprun_remote.c"
-#include "../../launcher/tprun_remote_run.c"
+#include "../../launcher/ssh/launch.c"
+#include "../../launcher/ssh/run.c"
 
 #define MAX_RANKS 8
 
@@ -56,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                        .keeper = {.fd = -1}};
     tprun_agents_t agents = {
         .a = agent, .n = 2, .stdin_agent = stdin_fwd ? 0 : -1, .stdin_state = stdin_fwd ? 1 : 0, .stdin_unacked = 1000};
-    tprun_loop_t L = {
-        .job = &job, .plan = &plan, .agents = &agents, .epfd = -1, .sigfd = -1, .first_failure = -1, .held_rank = -1};
+    tprun_loop_t L = {.job = &job, .plan = &plan, .agents = &agents, .first_failure = -1, .held_rank = -1};
+    agents.L = &L;
     for (int r = 0; r < np; r++) {
         ranks[r].id = r;
         ranks[r].agent = r % 2;
@@ -69,8 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 2; i++) {
         agent[i].name = i ? "fuzzhost1" : "fuzzhost0";
         agent[i].state = launch ? AGENT_CONNECTING : AGENT_RUNNING;
-        agent[i].to_fd = -1;
-        agent[i].epoll_id = ID_AGENT_BASE + 3 * (uint32_t)i;
+        tprun_link_init(&agent[i].link, NULL, agent[i].name, -1);
+        tprun_agent_routes(&agent[i]);
+        agent[i].all = &agents;
         tprun_stream_init(&agent[i].out, i ? -1 : fds[0], -1);
         tprun_stream_init(&agent[i].err, -1, -1);
     }
@@ -91,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         while (a->state != AGENT_GONE) {
             fuzz_feed(fds[1], data, size, &off);
-            tprun_agents_on_event(&L, 0);
+            tprun_agent_on_channel(a, EPOLLIN);
         }
         /* Its ranks still running count as ended, whatever it said before its channel closed ("bye" included). */
         for (int r = 0; r < np; r++)
@@ -100,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 2; i++) {
         tprun_stream_free(&agent[i].out);
         tprun_stream_free(&agent[i].err);
-        free(agent[i].pending);
+        tprun_link_free(&agent[i].link);
     }
     close(fds[1]);
     return 0;

@@ -1,9 +1,7 @@
-/* fuzz_launcher_fakes.c: tprun's event loop (tprun_main.c, which holds main) as the launcher harnesses need it:
+/* fuzz_launcher_fakes.c: the job module (launcher/core/job.c, which runs the loop) as the launcher harnesses need it:
  * a rank's end is recorded, nothing is torn down or reaped. */
 #include "fuzz_util.h"
-#include "tprun_loop.h"
-
-void tprun_loop_epoll_del(tprun_loop_t *L, int fd) { (void)L, (void)fd; }
+#include "core/job.h"
 
 void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
 {
@@ -14,12 +12,4 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
     L->running--;
 }
 
-void tprun_loop_reap(tprun_loop_t *L) { (void)L; }
-
 void tprun_loop_teardown(tprun_loop_t *L) { (void)L; }
-
-const char *tprun_loop_rank_host(const tprun_loop_t *L, int r)
-{
-    (void)r;
-    return L->job->host;
-}

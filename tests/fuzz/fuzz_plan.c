@@ -1,4 +1,4 @@
-/* fuzz_plan.c: an agent reading its plan and the commands behind it from tprun (launcher/tprun_agent.c: read_plan,
+/* fuzz_plan.c: an agent reading its plan and the commands behind it from tprun (launcher/agent/agent.c: read_plan,
  * apply_plan and on_command are static, so the file is compiled in here). */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,19 +18,17 @@ static int fuzz_in_fd = -1, fuzz_out_fd = -1;
 #define STDIN_FILENO  fuzz_in_fd
 #define STDOUT_FILENO fuzz_out_fd
 
-/* The plan's variables, working directory and signals must not reach the fuzzing process. */
+/* The plan's variables and working directory must not reach the fuzzing process (no rank starts, so no signal goes). */
 static int fuzz_setenv(const char *name, const char *value, int overwrite)
 {
     FUZZ_ASSERT(name != NULL && value != NULL && strchr(name, '=') == NULL, "a bad variable reached setenv");
     return (void)overwrite, 0;
 }
 static int fuzz_chdir(const char *path) { return path[0] == '\0' ? (errno = ENOENT, -1) : 0; }
-static int fuzz_kill(pid_t pid, int sig) { return (void)pid, (void)sig, 0; }
 #define setenv fuzz_setenv
 #define chdir  fuzz_chdir
-#define kill   fuzz_kill
 
-#include "../../launcher/tprun_agent.c"
+#include "../../launcher/agent/agent.c"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -57,7 +55,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     agent_t *A = &G;
     memset(A, 0, sizeof(*A));
-    A->epfd = A->sigfd = -1;
     A->job.keeper.fd = -1;
     fuzz_in_fd = memfd_create("fuzz-plan", MFD_CLOEXEC);
     if (fuzz_in_fd < 0) return 0;

@@ -1,4 +1,5 @@
-/* tprun_agent.c: `tprun --agent`, started over ssh: runs one host's ranks and dies with the job's channel. */
+/* agent/agent.c: `tprun --agent`, started over ssh: runs one host's ranks (through the local backend) and dies
+ * with the job's channel. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -7,32 +8,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
+#include "local/local.h"
 #include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
 #include "services.h"
+#include "ssh/ssh.h"
 #include "tprun_exit.h"
-#include "tprun_remote.h"
 #include "tprun_spawn.h"
-
-/* The agent's own epoll ids (ID_SIGNALS as in tprun's loop; ranks' streams are 2i and 2i+1). */
-#define ID_CHANNEL 0xfffffff1u
-#define ID_STDIN_PIPE 0xfffffff3u
 
 typedef struct agent {
     tprun_plan_t plan;
     tprun_job_t job;
     char **args;
     size_t nargs;
-    int epfd, sigfd;
+    tprun_evloop_t *ev;
     int running;
     int go;
-    int lost; /* the channel to tprun closed or broke: kill everything */
-    long long oom_base;
+    int lost;               /* the channel to tprun closed or broke: kill everything */
+    tprun_link_t link;      /* tprun's commands, to their owners (its messages go out with send_line) */
+    tprun_local_t local;    /* starts, reaps and kills this host's ranks */
     tprun_stream_t channel; /* stdin: the plan's remainder and commands */
     tprun_prefix_t *err_prefix;
     char boot_addr[320];
@@ -40,11 +39,14 @@ typedef struct agent {
     int stdin_on;
     unsigned char *in_buf;
     size_t in_len, in_cap;
-    int in_eof;     /* tprun sent the end of input */
-    int in_waiting; /* the pipe is in the epoll for EPOLLOUT */
+    int in_eof;        /* tprun sent the end of input */
+    tprun_ev_t *in_ev; /* the pipe waits for room */
 } agent_t;
 
 static agent_t G;
+
+static void rank_done(void *owner, int i, int wstatus);
+static void agent_routes(agent_t *A);
 
 static void send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void send_line(const char *fmt, ...)
@@ -172,7 +174,7 @@ static int apply_plan(agent_t *A, char *text)
             if (eq == NULL) return refuse("bad variable in the plan");
             *eq = '\0';
             setenv(v, eq + 1, 1);
-        } else if ((service_line = tprun_services_agent_plan_line(P, line, v)) != 0) { /* "pmix ..." */
+        } else if ((service_line = tprun_services_agent_plan_line(P, line, v)) != 0) { /* "pmix ...", "slurm" */
             if (service_line < 0) return refuse("out of memory");
         } else if (strcmp(line, "end") != 0) {
             return refuse("unknown plan line \"%.60s\"", line);
@@ -182,7 +184,8 @@ static int apply_plan(agent_t *A, char *text)
         return refuse("incomplete plan from tprun");
     int level = tp_log_level_parse(tp_config_value("TP_LOG_LEVEL"));
     if (level >= 0) tp_log_set_level((tp_log_level_t)level);
-    if (wdir != NULL && chdir(wdir) != 0) return refuse("cannot enter the working directory %s: %s", wdir, strerror(errno));
+    if (wdir != NULL && chdir(wdir) != 0)
+        return refuse("cannot enter the working directory %s: %s", wdir, strerror(errno));
     char err[512], *found = NULL;
     if (tprun_find_program(P->program_path, NULL, &found, err, sizeof(err)) != TP_OK) return refuse("%s", err);
     free(found);
@@ -200,6 +203,9 @@ static int apply_plan(agent_t *A, char *text)
         if (ids[i] == 0) J->boot_index = i, J->listen = 1;
     }
     if (A->stdin_on && J->boot_index >= 0) J->stdin_index = J->boot_index, J->stdin_forwarded = 1;
+    tprun_local_init(&A->local, NULL, J, rank_done, A); /* its loop comes with the agent's run */
+    agent_routes(A);
+    A->local.err_prefix = A->err_prefix;
     free(ids);
     return 0;
 }
@@ -214,19 +220,12 @@ static void own_addresses(char *server_ip, size_t slen, char *client_ip, size_t 
     snprintf(server_ip, slen, "%s", s[0] ? s : "127.0.0.1");
 }
 
-static void kill_all(agent_t *A, int sig)
-{
-    for (int i = 0; i < A->job.np; i++) {
-        tprun_rank_t *r = &A->job.ranks[i];
-        if (!r->running) continue;
-        r->ended_by = sig;
-        kill(-r->pid, SIGCONT);
-        kill(-r->pid, sig);
-    }
-}
+static void kill_all(agent_t *A, int sig) { tprun_local_signal(&A->local, sig); }
 
 /* Writes what tprun sent into rank 0's stdin, acknowledges it ("ia N"), and closes the pipe at the end of input.
  * A rank 0 that stopped reading (EPIPE) makes the agent say "ie": tprun stops sending. */
+static void on_stdin_room(void *arg, unsigned revents);
+
 static void stdin_flush(agent_t *A)
 {
     int fd = A->job.stdin_pipe[1];
@@ -236,10 +235,10 @@ static void stdin_flush(agent_t *A)
         if (w < 0 && errno == EINTR) continue;
         if (w < 0 && errno == EAGAIN) break;
         if (w < 0) { /* rank 0 closed its stdin or ended: drop the rest */
-            epoll_ctl(A->epfd, EPOLL_CTL_DEL, fd, NULL);
+            tprun_ev_remove(A->in_ev);
+            A->in_ev = NULL;
             close(fd);
             A->job.stdin_pipe[1] = fd = -1;
-            A->in_waiting = 0;
             send_line("ie");
             done = A->in_len;
             break;
@@ -253,19 +252,21 @@ static void stdin_flush(agent_t *A)
     }
     if (fd < 0) return;
     if (A->in_len == 0 && A->in_eof) {
-        if (A->in_waiting) epoll_ctl(A->epfd, EPOLL_CTL_DEL, fd, NULL);
+        tprun_ev_remove(A->in_ev);
+        A->in_ev = NULL;
         close(fd);
         A->job.stdin_pipe[1] = -1;
-        A->in_waiting = 0;
         return;
     }
-    int want = A->in_len > 0;
-    if (want != A->in_waiting) {
-        struct epoll_event e = {.events = EPOLLOUT, .data.u32 = ID_STDIN_PIPE};
-        epoll_ctl(A->epfd, want ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fd, &e);
-        A->in_waiting = want;
+    if (A->in_len > 0 && A->in_ev == NULL) {
+        A->in_ev = tprun_ev_fd(A->ev, fd, EPOLLOUT, 0, on_stdin_room, A);
+    } else if (A->in_len == 0 && A->in_ev != NULL) {
+        tprun_ev_remove(A->in_ev);
+        A->in_ev = NULL;
     }
 }
+
+static void on_stdin_room(void *arg, unsigned revents) { (void)revents, stdin_flush(arg); }
 
 /* "i DATA" (base64) or "ie": rank 0's stdin from tprun. */
 static void on_stdin_line(agent_t *A, char *line)
@@ -295,61 +296,77 @@ static void on_stdin_line(agent_t *A, char *line)
     if (A->go) stdin_flush(A); /* before the ranks start, it waits in the buffer */
 }
 
+/* "go IP:PORT MASTER_PORT": start the ranks. */
+static int on_go(void *arg, char *msg, size_t len)
+{
+    agent_t *A = arg;
+    (void)len;
+    if (strncmp(msg, "go ", 3) != 0 || A->go) return 0;
+    snprintf(A->boot_addr, sizeof(A->boot_addr), "%s", msg + 3);
+    A->go = 1;
+    return 1;
+}
+
+/* "k SIG": to every rank. */
+static int on_kill(void *arg, char *msg, size_t len)
+{
+    int sig;
+    (void)len;
+    if (sscanf(msg, "k %d", &sig) != 1 || sig <= 0 || sig >= 65) return 0;
+    kill_all(arg, sig);
+    return 1;
+}
+
+/* "i DATA", "ie": rank 0's stdin, when it is this host's. */
+static int on_stdin(void *arg, char *msg, size_t len)
+{
+    agent_t *A = arg;
+    (void)len;
+    if (!A->stdin_on || (strcmp(msg, "ie") != 0 && strncmp(msg, "i ", 2) != 0)) return 0;
+    on_stdin_line(A, msg);
+    return 1;
+}
+
+/* A service's command (PMIx's "p..."). */
+static int on_service(void *arg, char *msg, size_t len)
+{
+    return (void)arg, (void)len, tprun_services_agent_command(msg);
+}
+
+/* Who takes tprun's commands. */
+static void agent_routes(agent_t *A)
+{
+    tprun_link_init(&A->link, NULL, "tprun", -1);
+    tprun_link_route(&A->link, 'g', on_go, A);
+    tprun_link_route(&A->link, 'k', on_kill, A);
+    tprun_link_route(&A->link, 'i', on_stdin, A);
+    for (const char *t = tprun_services_msg_types(); *t != '\0'; t++) tprun_link_route(&A->link, *t, on_service, A);
+}
+
 static void on_command(void *ctx, char *line, size_t len)
 {
     agent_t *A = ctx;
-    line[len - 1] = '\0';
-    int sig;
-    if (strncmp(line, "go ", 3) == 0 && !A->go) {
-        snprintf(A->boot_addr, sizeof(A->boot_addr), "%s", line + 3);
-        A->go = 1;
-    } else if (sscanf(line, "k %d", &sig) == 1 && sig > 0 && sig < 65) {
-        kill_all(A, sig);
-    } else if (A->stdin_on && (strcmp(line, "ie") == 0 || strncmp(line, "i ", 2) == 0)) {
-        on_stdin_line(A, line);
-    } else if (tprun_services_agent_command(line)) { /* a service's command (PMIx: "p...") */
-    } else {
+    if (!tprun_link_dispatch(&A->link, line, len)) {
         tp_log(TP_LOG_WARN, "agent", "unexpected command from tprun: \"%.100s\"", line);
     }
 }
 
-static void rank_done(agent_t *A, int i, int wstatus)
+/* A rank's end, reported to tprun with the OOM killer's part in it. */
+static void rank_done(void *owner, int i, int wstatus)
 {
+    agent_t *A = owner;
     tprun_rank_t *r = &A->job.ranks[i];
     r->running = 0;
     A->running--;
-    tprun_keeper_tell(&A->job.keeper, 'R', r->pid);
-    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 127) tprun_exec_reports(&A->job);
-    int oom = 0;
-    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL && r->ended_by != SIGKILL) {
-        long long count = tprun_oom_count();
-        oom = count >= 0 && A->oom_base >= 0 && count > A->oom_base;
-        A->oom_base = count;
-    }
-    epoll_ctl(A->epfd, EPOLL_CTL_DEL, r->out.fd, NULL);
-    epoll_ctl(A->epfd, EPOLL_CTL_DEL, r->err.fd, NULL);
-    tprun_stream_drain(&r->out, &r->prefix);
-    tprun_stream_drain(&r->err, &A->err_prefix[i]);
-    send_line("x %d %d %d %d", r->id, wstatus, r->exec_errno, oom);
+    tprun_local_drain(&A->local, i);
+    send_line("x %d %d %d %d", r->id, wstatus, r->exec_errno, r->oom);
 }
 
-static void reap(agent_t *A)
+static void on_keeper_child(void *arg, pid_t pid, int wstatus)
 {
-    siginfo_t si;
-    for (;;) {
-        si.si_pid = 0;
-        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) break;
-        pid_t pid = si.si_pid;
-        int idx = -1;
-        for (int i = 0; i < A->job.np; i++)
-            if (A->job.ranks[i].running && A->job.ranks[i].pid == pid) idx = i;
-        if (idx >= 0) kill(-pid, SIGKILL); /* its group dies with it, as under tprun */
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        if (idx >= 0) rank_done(A, idx, st);
-        else if (pid == A->job.keeper.pid) A->job.keeper.pid = 0;
-    }
+    agent_t *A = arg;
+    (void)pid, (void)wstatus;
+    A->job.keeper.pid = 0;
 }
 
 /* Before the PMIx server's events: the ranks already dying are reported first. */
@@ -357,7 +374,7 @@ static void reap_dying(void *ctx)
 {
     agent_t *A = ctx;
     tprun_wait_exiting(&A->job);
-    reap(A);
+    tprun_evloop_reap(A->ev);
 }
 
 static int start_ranks(agent_t *A)
@@ -376,59 +393,48 @@ static int start_ranks(agent_t *A)
     if (tprun_job_build_envs(J, environ) != TP_OK || tprun_services_rank_envs(J) != TP_OK) return -1;
     for (int i = 0; i < J->np; i++) {
         tprun_rank_t *r = &J->ranks[i];
-        if (tprun_rank_start(J, i) != TP_OK) return -1;
+        if (tprun_local_start(&A->local, i) != TP_OK) return -1;
         A->running++;
-        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)(2 * i)};
-        epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->out.fd, &e);
-        e.data.u32 = (uint32_t)(2 * i + 1);
-        epoll_ctl(A->epfd, EPOLL_CTL_ADD, r->err.fd, &e);
         send_line("s %d %d", r->id, (int)r->pid);
     }
     if (A->stdin_on) stdin_flush(A); /* what tprun sent before "go" */
     return 0;
 }
 
+/* tprun's commands; its end (tprun, its ssh or this host's link is gone) ends everything. */
+static void on_channel(void *arg, unsigned revents)
+{
+    agent_t *A = arg;
+    int was_go = A->go;
+    (void)revents;
+    if (tprun_stream_pump(&A->channel, &(tprun_prefix_t){"", 0}) == 0) {
+        A->lost = 1;
+        tprun_evloop_stop(A->ev);
+        return;
+    }
+    if (A->go && !was_go && start_ranks(A) != 0) {
+        tp_log(TP_LOG_ERROR, "agent", "host %s: could not start every rank; ending those started", A->job.host);
+        kill_all(A, SIGKILL);
+    }
+}
+
+/* Fences, data requests and aborts to tprun (PMIx hook). */
+
+/* SIGTERM, SIGHUP or SIGINT to the agent: end the ranks. */
+static void on_signal(void *arg, int sig)
+{
+    agent_t *A = arg;
+    (void)sig;
+    A->lost = 1;
+    tprun_evloop_stop(A->ev);
+}
+
 static void loop(agent_t *A)
 {
-    struct epoll_event ev[64];
     /* A service may stay until tprun ends the job: under --pmix ranks on other hosts may still want this host's
      * ranks' data after they ended. */
-    while (!A->lost && (!A->go || A->running > 0 || tprun_services_agent_keeps())) {
-        int n = epoll_wait(A->epfd, ev, 64, -1);
-        if (n < 0 && errno != EINTR) break;
-        for (int k = 0; k < n && !A->lost; k++) {
-            uint32_t id = ev[k].data.u32;
-            if (id == ID_CHANNEL) {
-                int was_go = A->go;
-                if (tprun_stream_pump(&A->channel, &(tprun_prefix_t){"", 0}) == 0) {
-                    A->lost = 1; /* tprun, its ssh or this host's link is gone */
-                    break;
-                }
-                if (A->go && !was_go && start_ranks(A) != 0) {
-                    tp_log(TP_LOG_ERROR, "agent", "host %s: could not start every rank; ending those started",
-                           A->job.host);
-                    kill_all(A, SIGKILL);
-                }
-            } else if (id == ID_STDIN_PIPE) {
-                stdin_flush(A);
-            } else if (id == ID_SERVICES) {
-                tprun_services_agent_ready(reap_dying, A); /* PMIx: fences, data requests, aborts to tprun */
-            } else if (id == ID_SIGNALS) {
-                struct signalfd_siginfo si;
-                while (read(A->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                    if (si.ssi_signo != SIGCHLD) A->lost = 1; /* SIGTERM or SIGHUP to the agent: end the ranks */
-                reap(A);
-            } else if (id / 2 < (uint32_t)A->job.np) {
-                tprun_rank_t *r = &A->job.ranks[id / 2];
-                tprun_stream_t *s = id % 2 ? &r->err : &r->out;
-                const tprun_prefix_t *p = id % 2 ? &A->err_prefix[id / 2] : &r->prefix;
-                if (s->fd >= 0 && tprun_stream_pump(s, p) == 0) {
-                    epoll_ctl(A->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-                    tprun_stream_close(s, p);
-                }
-            }
-        }
-    }
+    while (!A->lost && (!A->go || A->running > 0 || tprun_services_agent_keeps()))
+        if (tprun_evloop_run_once(A->ev, -1) != 0) break;
 }
 
 static int agent_run(void)
@@ -436,7 +442,6 @@ static int agent_run(void)
     agent_t *A = &G;
     memset(A, 0, sizeof(*A));
     tp_log_set_program("tprun-agent");
-    A->epfd = A->sigfd = -1;
     A->job.keeper.fd = -1;
     tprun_stream_init(&A->channel, STDIN_FILENO, -1);
     signal(SIGPIPE, SIG_IGN); /* a write to a closed channel fails with EPIPE: the job is over */
@@ -457,23 +462,20 @@ static int agent_run(void)
             return refuse("TP_IFNAME=\"%s\": no IPv4 interface of this host matches", spec);
         A->job.boot_bind = "0.0.0.0";
     }
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGCHLD);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGINT);
-    sigprocmask(SIG_BLOCK, &sigs, &A->job.child_mask);
     A->job.reset_sigpipe = 1;
     A->job.defer_envs = 1;
-    A->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
-    A->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (A->sigfd < 0 || A->epfd < 0) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
+    A->ev = tprun_evloop_create();
+    if (A->ev == NULL) return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
+    A->job.child_mask = *tprun_evloop_child_mask(A->ev);
+    A->local.ev = A->ev;
+    static const int ending[] = {SIGTERM, SIGHUP, SIGINT};
+    for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
+        if (tprun_ev_signal(A->ev, ending[i], on_signal, A) == NULL)
+            return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     char err[1024];
     if (tprun_services_agent_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* job starting */
     if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
-    tprun_oom_init();
-    A->oom_base = tprun_oom_count();
+    tprun_ev_child(A->ev, A->job.keeper.pid, 0, on_keeper_child, A);
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
         tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
@@ -486,23 +488,21 @@ static int agent_run(void)
     }
     for (int i = 0; i < A->job.np; i++) {
         int id = A->job.ranks[i].id;
-        A->job.ranks[i].prefix.len = (size_t)snprintf(A->job.ranks[i].prefix.text, sizeof(A->job.ranks[i].prefix.text), "o %d ", id);
+        A->job.ranks[i].prefix.len =
+            (size_t)snprintf(A->job.ranks[i].prefix.text, sizeof(A->job.ranks[i].prefix.text), "o %d ", id);
         A->err_prefix[i].len = (size_t)snprintf(A->err_prefix[i].text, sizeof(A->err_prefix[i].text), "e %d ", id);
         A->job.ranks[i].err.out_fd = STDOUT_FILENO; /* both streams travel on the channel, tagged o or e */
     }
     fcntl(STDIN_FILENO, F_SETFL, fcntl(STDIN_FILENO, F_GETFL) | O_NONBLOCK);
     A->channel.on_line = on_command;
     A->channel.ctx = A;
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_CHANNEL};
-    if (epoll_ctl(A->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) != 0) { /* a regular file: it would never be read again */
+    if (tprun_ev_fd(A->ev, STDIN_FILENO, EPOLLIN, 0, on_channel, A) == NULL) { /* a regular file: never read again */
         int why = errno;
         tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot watch the channel from tprun on stdin: %s", strerror(why));
     }
-    e.data.u32 = ID_SIGNALS;
-    epoll_ctl(A->epfd, EPOLL_CTL_ADD, A->sigfd, &e);
-    tprun_services_agent_watch(A->epfd);
+    tprun_services_agent_watch(A->ev, reap_dying, A);
     send_line("ready %s %d %s %d", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip,
               A->job.master_port);
     /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
@@ -518,14 +518,7 @@ static int agent_run(void)
     if (A->lost) {
         /* The job's channel is gone: nothing may outlive it. */
         kill_all(A, SIGKILL);
-        for (int i = 0; i < A->job.np; i++) {
-            tprun_rank_t *r = &A->job.ranks[i];
-            int wst;
-            if (!r->running) continue;
-            while (waitpid(r->pid, &wst, 0) < 0 && errno == EINTR) {
-            }
-            rank_done(A, i, wst);
-        }
+        tprun_local_wait_all(&A->local);
         tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return 1;

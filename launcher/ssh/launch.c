@@ -1,5 +1,5 @@
-/* tprun_remote.c: tprun's side of the ssh launcher: placement, plans, and starting the agents. */
-#include "tprun_remote.h"
+/* ssh/launch.c: the ssh backend's start: placement, plans, and starting the agents. */
+#include "ssh/ssh.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,26 +15,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/job.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
-#include "tprun_exit.h"
 #include "services.h"
-#include "slurm.h"
+#include "slurm/slurm.h"
+#include "tprun_exit.h"
 
 extern char **environ;
 
-double tprun_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- plan and placement ---- */
 
-tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_plan_t *plan)
+tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *job, const tprun_plan_t *plan)
 {
     memset(A, 0, sizeof(*A));
+    A->L = L;
+    A->agent_argv = plan->slurm ? tprun_slurm_agent_argv : tprun_ssh_agent_argv; /* Slurm: srun starts it */
     ssize_t n = readlink("/proc/self/exe", A->exe, sizeof(A->exe) - 1);
     if (n <= 0) {
         tp_log(TP_LOG_ERROR, "ssh", "cannot find tprun's own path (/proc/self/exe): %s", strerror(errno));
@@ -54,7 +50,8 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_job_t *job, const tprun_
         tprun_agent_t *a = &A->a[A->n];
         a->host = (int)h;
         a->name = plan->hosts[h].name;
-        a->to_fd = -1;
+        a->all = A;
+        tprun_link_init(&a->link, L->ev, a->name, -1);
         tprun_stream_init(&a->out, -1, STDOUT_FILENO);
         tprun_stream_init(&a->err, -1, STDERR_FILENO);
         agent_of[h] = A->n++;
@@ -179,41 +176,46 @@ static void shell_quote(const char *in, char *out, size_t out_len)
     out[o] = '\0';
 }
 
-/* The ssh command line that runs "exec 'tprun' --agent" on host a; words holds the split --ssh command. */
-static void ssh_argv(const tprun_plan_t *plan, const tprun_agent_t *a, const char *exe, char *words, char **argv,
-                     char *timeout, char *remote)
+char **tprun_ssh_agent_argv(const tprun_plan_t *plan, const char *exe, const char *host)
 {
-    char quoted[4200], *save = NULL;
+    enum { MAX_ARGS = 80, QUOTED = 4200 };
+    const char *ssh = plan->ssh != NULL ? plan->ssh : "ssh";
+    size_t room = strlen(ssh) + 1 + 64 + QUOTED + 16 + strlen(host) + 1;
+    char **argv = malloc(sizeof(char *) * MAX_ARGS + room), quoted[QUOTED];
+    if (argv == NULL) return NULL;
+    char *words = (char *)(argv + MAX_ARGS), *timeout = words + strlen(ssh) + 1, *remote = timeout + 64;
     int argc = 0;
+    strcpy(words, ssh);
+    char *save = NULL;
     for (char *w = strtok_r(words, " \t", &save); w != NULL && argc < 64; w = strtok_r(NULL, " \t", &save))
         argv[argc++] = w;
     snprintf(timeout, 64, "ConnectTimeout=%d", (int)(plan->ssh_timeout_s + 0.999));
     shell_quote(exe, quoted, sizeof(quoted));
-    snprintf(remote, 4200, "exec %s --agent", quoted);
+    snprintf(remote, QUOTED + 16, "exec %s --agent", quoted);
+    char *name = remote + strlen(remote) + 1;
+    strcpy(name, host);
     /* Never prompt: a password or host-key question would hang the launch. */
     argv[argc++] = "-T";
     argv[argc++] = "-o";
     argv[argc++] = "BatchMode=yes";
     argv[argc++] = "-o";
     argv[argc++] = timeout;
-    argv[argc++] = (char *)a->name;
+    argv[argc++] = name;
     argv[argc++] = remote;
     argv[argc] = NULL;
+    return argv;
 }
 
 static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
 {
     tprun_agent_t *a = &L->agents->a[ai];
     const tprun_plan_t *plan = L->plan;
-    char *words = strdup(plan->ssh != NULL ? plan->ssh : "ssh");
-    char *argv[80], timeout[64], remote[4200];
-    if (words == NULL) return TP_ERR_NO_MEMORY;
-    if (plan->slurm) tprun_slurm_agent_argv(a->name, L->agents->exe, argv, remote, sizeof(remote)); /* Slurm backend */
-    else ssh_argv(plan, a, L->agents->exe, words, argv, timeout, remote);
+    char **argv = L->agents->agent_argv(plan, L->agents->exe, a->name);
+    if (argv == NULL) return TP_ERR_NO_MEMORY;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
     size_t plan_len = 0;
-    a->pending = build_plan(L, ai, &plan_len);
-    if (a->pending == NULL || pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+    char *plan_text = build_plan(L, ai, &plan_len);
+    if (plan_text == NULL || pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
         goto err_pipes;
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -233,7 +235,6 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
         _exit(127);
     }
     setpgid(pid, pid);
-    free(words);
     close(in[0]);
     close(out[1]);
     close(err[1]);
@@ -241,21 +242,21 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
     a->pid = pid;
-    a->to_fd = in[1];
+    a->link.out_fd = in[1];
+    tprun_link_queue(&a->link, plan_text, plan_len); /* written as ssh takes it */
     a->out.fd = out[0];
     a->err.fd = err[0];
-    a->pending_len = plan_len;
-    a->pending_off = 0;
     a->state = AGENT_CONNECTING;
     a->deadline = tprun_now_s() + plan->ssh_timeout_s;
+    a->child_ev = tprun_ev_child(L->ev, pid, 0, tprun_agent_reaped, a);
     tprun_keeper_tell(&L->job->keeper, 'S', pid);
     tp_log(TP_LOG_DEBUG, "ssh", "host %s: started %s (pid %d)", a->name, argv[0], (int)pid);
+    free(argv);
     return TP_OK;
 err_pipes:
     tp_log(TP_LOG_ERROR, "ssh", "cannot start ssh for host %s: %s", a->name, strerror(errno));
-    free(words);
-    free(a->pending);
-    a->pending = NULL;
+    free(argv);
+    free(plan_text);
     for (int i = 0; i < 2; i++) {
         if (in[i] >= 0) close(in[i]);
         if (out[i] >= 0) close(out[i]);
@@ -264,70 +265,9 @@ err_pipes:
     return TP_ERR_SYSTEM;
 }
 
-/* Writes what is pending (the plan, then messages); 1 when all of it went. */
-static int agent_flush(tprun_agent_t *a)
-{
-    while (a->pending != NULL && a->pending_off < a->pending_len) {
-        ssize_t n = write(a->to_fd, a->pending + a->pending_off, a->pending_len - a->pending_off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) return 0;
-        if (n < 0) {
-            /* EPIPE: the agent is gone; the channel's end says why. */
-            tp_log(TP_LOG_DEBUG, "ssh", "host %s: cannot write to the agent: %s", a->name, strerror(errno));
-            break;
-        }
-        a->pending_off += (size_t)n;
-    }
-    free(a->pending);
-    a->pending = NULL;
-    return 1;
-}
+void tprun_agent_send(tprun_agent_t *a, const char *line) { tprun_link_send(&a->link, line); }
 
-/* The loop's epoll, once the agents run: a channel that is full is written when it drains. */
-static int agents_epfd = -1;
-
-/* Queues one message line and writes what the channel takes now; the rest goes when it is writable. */
-void tprun_agent_send(tprun_agent_t *a, const char *line)
-{
-    if (a->to_fd < 0) return;
-    size_t len = strlen(line);
-    size_t held = a->pending != NULL ? a->pending_len - a->pending_off : 0;
-    if (held == 0) {
-        free(a->pending);
-        a->pending = NULL;
-    } else if (a->pending_off > 0) { /* what is still to go moves to the front before the buffer is resized */
-        memmove(a->pending, a->pending + a->pending_off, held);
-    }
-    char *grown = realloc(a->pending, held + len);
-    if (grown == NULL) {
-        tp_log(TP_LOG_ERROR, "ssh", "host %s: out of memory queueing a message; ending its connection", a->name);
-        a->pending_len = held, a->pending_off = 0;
-        tprun_agent_close_input(a);
-        return;
-    }
-    memcpy(grown + held, line, len);
-    a->pending = grown;
-    a->pending_len = held + len;
-    a->pending_off = 0;
-    if (agent_flush(a) || a->to_fd < 0 || a->writable_wanted || agents_epfd < 0) return;
-    struct epoll_event e = {.events = EPOLLOUT, .data.u32 = a->epoll_id + 2};
-    if (epoll_ctl(agents_epfd, EPOLL_CTL_ADD, a->to_fd, &e) == 0) a->writable_wanted = 1;
-}
-
-void tprun_agent_writable(tprun_agent_t *a)
-{
-    if (!agent_flush(a) && a->to_fd >= 0) return;
-    if (a->writable_wanted && a->to_fd >= 0) epoll_ctl(agents_epfd, EPOLL_CTL_DEL, a->to_fd, NULL);
-    a->writable_wanted = 0;
-}
-
-void tprun_agent_close_input(tprun_agent_t *a)
-{
-    if (a->to_fd >= 0 && a->writable_wanted) epoll_ctl(agents_epfd, EPOLL_CTL_DEL, a->to_fd, NULL);
-    a->writable_wanted = 0;
-    if (a->to_fd >= 0) close(a->to_fd);
-    a->to_fd = -1;
-}
+void tprun_agent_close_input(tprun_agent_t *a) { tprun_link_close(&a->link); }
 
 /* Keeps ssh's last stderr line: when the connection fails, it is ssh's own reason. */
 static void on_agent_err_line(void *ctx, char *line, size_t len)
@@ -341,7 +281,8 @@ static void on_agent_err_line(void *ctx, char *line, size_t len)
             a->error[n] = '\0';
         }
     }
-    if (a->state == AGENT_RUNNING || tp_log_enabled(TP_LOG_DEBUG)) tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
+    if (a->state == AGENT_RUNNING || tp_log_enabled(TP_LOG_DEBUG))
+        tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
 }
 
 /* Messages during the launch: "ready IP PORT CLIENT_IP MASTER_PORT" or "error MESSAGE". */
@@ -364,17 +305,13 @@ static void on_agent_launch_line(void *ctx, char *line, size_t len)
     line[len - 1] = '\n';
 }
 
-static void agent_reap(tprun_agent_t *a, int wait)
+void tprun_agent_reaped(void *arg, pid_t pid, int wstatus)
 {
-    if (a->pid <= 0) return;
-    int st;
-    pid_t p;
-    while ((p = waitpid(a->pid, &st, wait ? 0 : WNOHANG)) < 0 && errno == EINTR) {
-    }
-    if (p == a->pid) {
-        a->wstatus = st;
-        a->pid = 0;
-    }
+    tprun_agent_t *a = arg;
+    a->child_ev = NULL;
+    a->pid = 0;
+    a->wstatus = wstatus;
+    tprun_keeper_tell(&a->all->L->job->keeper, 'R', pid);
 }
 
 /* Why an agent failed to start, in ssh's words where it said something. */
@@ -383,132 +320,142 @@ static void launch_reason(const tprun_loop_t *L, const tprun_agent_t *a, char *o
     char st[160] = "";
     const char *via = L->plan->slurm ? "srun" : "ssh";
     if (a->pid == 0 && a->wstatus != 0) tprun_status_describe(a->wstatus, 0, st, sizeof(st));
-    if (strncmp(a->error, "error: ", 7) == 0)
-        snprintf(out, len, "%s", a->error + 7);
+    if (strncmp(a->error, "error: ", 7) == 0) snprintf(out, len, "%s", a->error + 7);
     else if (a->state == AGENT_CONNECTING)
         snprintf(out, len, "no answer within %g s (TP_SSH_TIMEOUT)%s%s%s%s", L->plan->ssh_timeout_s,
                  a->error[0] ? "; " : "", a->error[0] ? via : "", a->error[0] ? " said: " : "", a->error);
-    else if (a->error[0])
-        snprintf(out, len, "%s %s: %s", via, st[0] ? st : "ended", a->error);
-    else
-        snprintf(out, len, "%s %s before the agent answered", via, st[0] ? st : "ended");
+    else if (a->error[0]) snprintf(out, len, "%s %s: %s", via, st[0] ? st : "ended", a->error);
+    else snprintf(out, len, "%s %s before the agent answered", via, st[0] ? st : "ended");
+}
+
+/* An agent's stderr, from its start to its end: ssh's messages and the agent's own. */
+static void launch_check(tprun_agent_t *a);
+
+static void on_agent_err(void *arg, unsigned revents)
+{
+    tprun_agent_t *a = arg;
+    tprun_prefix_t none = {"", 0};
+    (void)revents;
+    if (a->err.fd >= 0 && tprun_stream_pump(&a->err, &none) == 0) {
+        tprun_ev_remove(a->err_ev);
+        a->err_ev = NULL;
+        tprun_stream_close(&a->err, &none);
+    }
+    if (a->state == AGENT_CONNECTING && a->all->failed < 0) launch_check(a);
 }
 
 /* Ends agents that have not started ranks: closing their input is enough, ssh is killed if it lingers. */
 void tprun_agents_abort(tprun_loop_t *L, double grace)
 {
     tprun_agents_t *A = L->agents;
-    for (int i = 0; i < A->n; i++) tprun_agent_close_input(&A->a[i]);
+    for (int i = 0; i < A->n; i++) {
+        tprun_agent_close_input(&A->a[i]);
+        tprun_ev_remove(A->a[i].out_ev); /* the channel is not read any more: each ssh's end closes its stderr */
+        A->a[i].out_ev = NULL;
+    }
     double deadline = tprun_now_s() + grace;
     for (;;) {
         int alive = 0;
-        for (int i = 0; i < A->n; i++) {
-            agent_reap(&A->a[i], 0);
-            alive += A->a[i].pid > 0;
-        }
+        for (int i = 0; i < A->n; i++) alive += A->a[i].pid > 0;
         if (alive == 0) break;
-        if (tprun_now_s() >= deadline) {
+        double now = tprun_now_s();
+        if (now >= deadline) {
             for (int i = 0; i < A->n; i++)
                 if (A->a[i].pid > 0) kill(-A->a[i].pid, SIGKILL);
-            for (int i = 0; i < A->n; i++) agent_reap(&A->a[i], 1);
+            for (int i = 0; i < A->n; i++) tprun_ev_child_wait(A->a[i].child_ev);
             break;
         }
-        /* Each ssh's end closes its stderr: wait on those, not on a timer alone. */
-        struct pollfd p[TPRUN_SSH_FANOUT];
-        int np = 0;
-        for (int i = 0; i < A->n && np < TPRUN_SSH_FANOUT; i++)
-            if (A->a[i].pid > 0 && A->a[i].err.fd >= 0) p[np++] = (struct pollfd){A->a[i].err.fd, POLLIN, 0};
-        int rc = poll(p, (nfds_t)np, 20);
-        for (int i = 0; rc > 0 && i < A->n; i++)
-            if (A->a[i].err.fd >= 0 && tprun_stream_pump(&A->a[i].err, &(tprun_prefix_t){"", 0}) == 0)
-                tprun_stream_close(&A->a[i].err, &(tprun_prefix_t){"", 0});
+        if (tprun_evloop_run_once(L->ev, (int)((deadline - now) * 1000) + 1) != 0) break;
     }
+}
+
+/* Which agent failed the launch: it is gone, or said "error". */
+static void launch_check(tprun_agent_t *a)
+{
+    tprun_agents_t *A = a->all;
+    if (a->state == AGENT_READY && a->out.fd >= 0) {
+        A->ready++;
+        a->state = AGENT_RUNNING;
+        tprun_ev_remove(a->out_ev); /* read again once every agent is ready */
+        a->out_ev = NULL;
+    } else if (A->failed < 0 && (a->state == AGENT_GONE || strncmp(a->error, "error: ", 7) == 0)) {
+        A->failed = (int)(a - A->a);
+        tprun_evloop_stop(A->L->ev);
+    }
+}
+
+/* An agent's channel during the launch: "ready", "error", or its end before either. */
+static void on_launch_out(void *arg, unsigned revents)
+{
+    tprun_agent_t *a = arg;
+    tprun_prefix_t none = {"", 0};
+    (void)revents;
+    if (a->state != AGENT_CONNECTING || a->all->failed >= 0) return;
+    if (tprun_stream_pump(&a->out, &none) == 0) {
+        /* The channel closed before "ready": take ssh's last words first, then its status. */
+        tprun_ev_remove(a->err_ev);
+        a->err_ev = NULL;
+        if (a->err.fd >= 0) tprun_stream_drain(&a->err, &none);
+        tprun_ev_remove(a->out_ev);
+        a->out_ev = NULL;
+        tprun_stream_close(&a->out, &none);
+        tprun_ev_child_wait(a->child_ev);
+        if (a->state == AGENT_CONNECTING) a->state = AGENT_GONE;
+    }
+    launch_check(a);
+}
+
+/* A started agent's channel, stderr and input (its plan) join the loop. */
+static void launch_watch(tprun_agent_t *a)
+{
+    a->out_ev = tprun_ev_fd(a->all->L->ev, a->out.fd, EPOLLIN, 0, on_launch_out, a);
+    if (a->err.fd >= 0) a->err_ev = tprun_ev_fd(a->all->L->ev, a->err.fd, EPOLLIN, 0, on_agent_err, a);
 }
 
 int tprun_agents_launch(tprun_loop_t *L)
 {
     tprun_agents_t *A = L->agents;
     tprun_job_t *job = L->job;
-    int started = 0, ready = 0, failed = -1;
-    struct pollfd *pfd = calloc((size_t)A->n * 3 + 1, sizeof(*pfd));
-    int *who = calloc((size_t)A->n * 3 + 1, sizeof(int));
-    if (pfd == NULL || who == NULL) {
-        free(pfd);
-        free(who);
-        return TPRUN_EXIT_LAUNCH;
-    }
+    int started = 0;
+    A->ready = 0;
+    A->failed = -1;
     for (int i = 0; i < A->n; i++) {
         A->a[i].out.on_line = on_agent_launch_line;
         A->a[i].out.ctx = &A->a[i];
         A->a[i].err.on_line = on_agent_err_line;
         A->a[i].err.ctx = &A->a[i];
     }
-    int aborted_by = 0;
-    while (ready < A->n && failed < 0 && !aborted_by) {
+    L->signals_held = 1; /* a signal now interrupts the launch (L->interrupted_by) */
+    L->interrupted_by = 0;
+    while (A->ready < A->n && A->failed < 0 && !L->interrupted_by) {
         /* Keep at most TPRUN_SSH_FANOUT connecting. */
         int connecting = 0;
         for (int i = 0; i < A->n; i++) connecting += A->a[i].state == AGENT_CONNECTING;
         while (started < A->n && connecting < TPRUN_SSH_FANOUT) {
             if (agent_start(L, started, &job->child_mask) != TP_OK) {
-                failed = started;
+                A->failed = started;
                 snprintf(A->a[started].error, sizeof(A->a[started].error), "tprun could not start ssh");
                 break;
             }
+            launch_watch(&A->a[started]);
             started++, connecting++;
         }
-        if (failed >= 0) break;
+        if (A->failed >= 0) break;
         double now = tprun_now_s(), next = 0;
-        int n = 0;
-        pfd[n] = (struct pollfd){L->sigfd, POLLIN, 0}, who[n++] = -1;
-        for (int i = 0; i < started; i++) {
+        for (int i = 0; i < started && A->failed < 0; i++) {
             tprun_agent_t *a = &A->a[i];
             if (a->state != AGENT_CONNECTING) continue;
-            if (now >= a->deadline) {
-                failed = i;
-                break;
-            }
-            if (next == 0 || a->deadline < next) next = a->deadline;
-            if (a->pending != NULL) pfd[n] = (struct pollfd){a->to_fd, POLLOUT, 0}, who[n++] = 3 * i;
-            if (a->out.fd >= 0) pfd[n] = (struct pollfd){a->out.fd, POLLIN, 0}, who[n++] = 3 * i + 1;
-            if (a->err.fd >= 0) pfd[n] = (struct pollfd){a->err.fd, POLLIN, 0}, who[n++] = 3 * i + 2;
+            if (now >= a->deadline) A->failed = i;
+            else if (next == 0 || a->deadline < next) next = a->deadline;
         }
-        if (failed >= 0) break;
-        int rc = poll(pfd, (nfds_t)n, (int)((next - now) * 1000) + 1);
-        if (rc < 0 && errno != EINTR) break;
-        for (int k = 0; k < n && rc > 0; k++) {
-            if (pfd[k].revents == 0) continue;
-            if (who[k] < 0) {
-                struct signalfd_siginfo si;
-                while (read(L->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                    if (si.ssi_signo != SIGCHLD) aborted_by = (int)si.ssi_signo;
-                continue;
-            }
-            tprun_agent_t *a = &A->a[who[k] / 3];
-            tprun_prefix_t none = {"", 0};
-            if (who[k] % 3 == 0) agent_flush(a);
-            else if (who[k] % 3 == 2 && tprun_stream_pump(&a->err, &none) == 0) tprun_stream_close(&a->err, &none);
-            else if (who[k] % 3 == 1 && tprun_stream_pump(&a->out, &none) == 0) {
-                /* The channel closed before "ready": take ssh's last words first, then its status. */
-                if (a->err.fd >= 0) tprun_stream_drain(&a->err, &none);
-                tprun_stream_close(&a->out, &none);
-                agent_reap(a, 1);
-                if (a->state == AGENT_CONNECTING) a->state = AGENT_GONE;
-            }
-            if (a->state == AGENT_READY && a->out.fd >= 0) {
-                ready++;
-                a->state = AGENT_RUNNING;
-            } else if (a->state == AGENT_GONE || strncmp(a->error, "error: ", 7) == 0) {
-                failed = who[k] / 3;
-                break;
-            }
-        }
+        if (A->failed >= 0) break;
+        if (tprun_evloop_run_once(L->ev, (int)((next - now) * 1000) + 1) != 0) break;
     }
-    free(pfd);
-    free(who);
-    if (failed >= 0 || aborted_by) {
+    int aborted_by = L->interrupted_by;
+    if (A->failed >= 0 || aborted_by) {
         char why[1100], sig[32];
-        if (failed >= 0) {
-            tprun_agent_t *a = &A->a[failed];
+        if (A->failed >= 0) {
+            tprun_agent_t *a = &A->a[A->failed];
             launch_reason(L, a, why, sizeof(why));
             tprun_say("host %s: the launch failed: %s", a->name, why);
         } else {
@@ -518,6 +465,7 @@ int tprun_agents_launch(tprun_loop_t *L)
         L->launch_failed = 1;
         return aborted_by ? 128 + aborted_by : TPRUN_EXIT_LAUNCH;
     }
+    L->signals_held = 0;
     /* Rank 0's bootstrap address: its agent's listener, or tprun's own as the remote hosts see this machine. */
     tprun_agent_t *root = job->ranks[0].agent >= 0 ? &A->a[job->ranks[0].agent] : NULL;
     if (root != NULL) {
@@ -530,17 +478,11 @@ int tprun_agents_launch(tprun_loop_t *L)
     char go[320];
     snprintf(go, sizeof(go), "go %s:%d %d\n", job->boot_ip, job->boot_port, job->master_port);
     tp_log(TP_LOG_DEBUG, "ssh", "every agent is ready; rank 0's bootstrap at %s:%d", job->boot_ip, job->boot_port);
-    agents_epfd = L->epfd;
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
-        a->out.on_line = NULL; /* from now on on_agent_event parses the lines */
-        a->epoll_id = ID_AGENT_BASE + 3u * (uint32_t)i;
-        struct epoll_event e = {.events = EPOLLIN, .data.u32 = a->epoll_id};
-        epoll_ctl(L->epfd, EPOLL_CTL_ADD, a->out.fd, &e);
-        if (a->err.fd >= 0) {
-            e.data.u32 = a->epoll_id + 1;
-            epoll_ctl(L->epfd, EPOLL_CTL_ADD, a->err.fd, &e);
-        }
+        a->out.on_line = NULL; /* from now on tprun_agent_on_channel parses the lines */
+        tprun_agent_routes(a);
+        a->out_ev = tprun_ev_fd(L->ev, a->out.fd, EPOLLIN, 0, tprun_agent_on_channel, a);
         tprun_agent_send(a, go);
     }
     for (int r = 0; r < job->np; r++) {

@@ -1,5 +1,5 @@
-/* tprun_remote_run.c: tprun's side of the ssh launcher while the job runs: agents' messages, signals and ends. */
-#include "tprun_remote.h"
+/* ssh/run.c: the ssh backend while the job runs: agents' messages, signals and ends; its ops table. */
+#include "ssh/ssh.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,15 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/job.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
-#include "tprun_exit.h"
 #include "services.h"
+#include "tprun_exit.h"
 #include "tprun_summary.h"
 
 /* ---- while the job runs ---- */
 
-static tprun_loop_t *agents_loop; /* the loop the agents' line handler reports to (one job per tprun) */
 static void stdin_ack(tprun_loop_t *L, const char *line);
 
 /* The rank field at text (len bytes, within one line): one of this agent's ranks, or -1. */
@@ -35,13 +35,80 @@ static int parse_rank_of(const tprun_loop_t *L, const tprun_agent_t *a, const ch
     return (int)r;
 }
 
-/* One message from a running agent: "o|e RANK text", "s RANK PID", "x RANK WSTATUS ERRNO OOM", "bye". */
+/* "s RANK PID": a rank started. */
+static int on_started(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    size_t used, rest_len = len >= 2 ? len - 2 : 0;
+    long pid;
+    int r;
+    if (len < 2 || msg[1] != ' ' || (r = parse_rank_of(L, a, msg + 2, rest_len, &used)) < 0 ||
+        (pid = tprun_wire_parse_uint(msg + 2 + used, rest_len - used, INT_MAX, &used)) <= 0)
+        return 0;
+    L->job->ranks[r].pid = (pid_t)pid;
+    L->job->ranks[r].start_wall = tprun_wall_s();
+    return 1;
+}
+
+/* "x RANK WSTATUS ERRNO OOM": a rank ended. */
+static int on_ended(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    size_t used;
+    int r;
+    if (len < 2 || msg[1] != ' ' || (r = parse_rank_of(L, a, msg + 2, len - 2, &used)) < 0) return 0;
+    int wstatus = 0, err = 0, oom = 0;
+    tprun_rank_t *rank = &L->job->ranks[r];
+    if (sscanf(msg + 2 + used, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
+        rank->exec_errno = err;
+        rank->oom = oom;
+        a->running--;
+        tprun_loop_rank_ended(L, r, wstatus);
+    }
+    return 1;
+}
+
+/* "bye": nothing to do: the channel's end follows, and any rank it did not report ended is counted lost there. */
+static int on_bye(void *arg, char *msg, size_t len) { return (void)arg, (void)len, strcmp(msg, "bye") == 0; }
+
+/* "ia N", "ie": rank 0's stdin, from its agent. */
+static int on_stdin_ack(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    (void)len;
+    if ((int)(a - L->agents->a) != L->agents->stdin_agent || (strcmp(msg, "ie") != 0 && strncmp(msg, "ia ", 3) != 0))
+        return 0;
+    stdin_ack(L, msg);
+    return 1;
+}
+
+/* A service's message (PMIx's "p...": the hub matches fences and data requests across hosts). */
+static int on_service(void *arg, char *msg, size_t len)
+{
+    tprun_agent_t *a = arg;
+    (void)len;
+    return tprun_services_agent_message(a->all->L, (int)(a - a->all->a), msg);
+}
+
+/* Who takes a running agent's messages, besides its ranks' output. */
+void tprun_agent_routes(tprun_agent_t *a)
+{
+    tprun_link_route(&a->link, 's', on_started, a);
+    tprun_link_route(&a->link, 'x', on_ended, a);
+    tprun_link_route(&a->link, 'b', on_bye, a);
+    tprun_link_route(&a->link, 'i', on_stdin_ack, a);
+    for (const char *t = tprun_services_msg_types(); *t != '\0'; t++) tprun_link_route(&a->link, *t, on_service, a);
+}
+
+/* One message from a running agent: "o|e RANK text" here, the others to their owners. */
 static void on_agent_line(void *ctx, char *line, size_t len)
 {
     tprun_agent_t *a = ctx;
-    tprun_loop_t *L = agents_loop;
+    tprun_loop_t *L = a->all->L;
     size_t used;
-    long pid;
     int r;
     /* Every field is read within the line (newline excluded): a number never runs on into the next one. */
     if (len >= 3 && (line[0] == 'o' || line[0] == 'e') && line[1] == ' ' &&
@@ -50,34 +117,10 @@ static void on_agent_line(void *ctx, char *line, size_t len)
                          len - 2 - used);
         return;
     }
-    line[len - 1] = '\0';
-    char *rest = line + 2;
-    size_t rest_len = len >= 3 ? len - 3 : 0;
-    if (line[0] == 's' && line[1] == ' ' && (r = parse_rank_of(L, a, rest, rest_len, &used)) >= 0 &&
-        (pid = tprun_wire_parse_uint(rest + used, rest_len - used, INT_MAX, &used)) > 0) {
-        L->job->ranks[r].pid = (pid_t)pid;
-        L->job->ranks[r].start_wall = tprun_wall_s();
-    } else if (line[0] == 'x' && line[1] == ' ' && (r = parse_rank_of(L, a, rest, rest_len, &used)) >= 0) {
-        int wstatus = 0, err = 0, oom = 0;
-        tprun_rank_t *rank = &L->job->ranks[r];
-        if (sscanf(rest + used, "%d %d %d", &wstatus, &err, &oom) == 3 && rank->running) {
-            rank->exec_errno = err;
-            rank->oom = oom;
-            a->running--;
-            tprun_loop_rank_ended(L, r, wstatus);
-        }
-    } else if (strcmp(line, "bye") == 0) {
-        /* Nothing to do: the channel's end follows, and any rank it did not report ended is counted lost there. */
-    } else if (line[0] == 'i' && (int)(a - L->agents->a) == L->agents->stdin_agent &&
-               (strcmp(line, "ie") == 0 || strncmp(line, "ia ", 3) == 0)) {
-        stdin_ack(L, line);
-    } else if (tprun_services_agent_message(L, (int)(a - L->agents->a), line)) {
-        /* a service's message (PMIx: "p...") */
-    } else {
-        char q[TP_QUOTE_LEN];
-        tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%s\"", a->name,
-               tp_quote(line, q, sizeof(q)));
-    }
+    if (tprun_link_dispatch(&a->link, line, len)) return;
+    char q[TP_QUOTE_LEN];
+    tp_log(TP_LOG_WARN, "ssh", "host %s: unexpected message from the agent: \"%s\"", a->name,
+           tp_quote(line, q, sizeof(q)));
 }
 
 /* The agent's ranks that were never reported ended count as killed: its end (or its host's) took them. */
@@ -110,32 +153,22 @@ static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
     free(list);
 }
 
-void tprun_agents_on_event(tprun_loop_t *L, uint32_t id)
+void tprun_agent_on_channel(void *arg, unsigned revents)
 {
-    tprun_agents_t *A = L->agents;
-    int ai = (int)(id / 3);
-    if (ai >= A->n) return;
-    tprun_agent_t *a = &A->a[ai];
+    tprun_agent_t *a = arg;
+    tprun_loop_t *L = a->all->L;
+    int ai = (int)(a - a->all->a);
     tprun_prefix_t none = {"", 0};
-    agents_loop = L;
-    if (id % 3 == 2) {
-        tprun_agent_writable(a);
-        return;
-    }
-    if (id % 3 == 1) {
-        if (a->err.fd >= 0 && tprun_stream_pump(&a->err, &none) == 0) {
-            tprun_loop_epoll_del(L, a->err.fd);
-            tprun_stream_close(&a->err, &none);
-        }
-        return;
-    }
+    (void)revents;
     a->out.on_line = on_agent_line;
     a->out.ctx = a;
     if (a->out.fd < 0 || tprun_stream_pump(&a->out, &none) != 0) return;
-    tprun_loop_epoll_del(L, a->out.fd);
+    tprun_ev_remove(a->out_ev);
+    a->out_ev = NULL;
     tprun_stream_close(&a->out, &none);
     if (a->err.fd >= 0) {
-        tprun_loop_epoll_del(L, a->err.fd);
+        tprun_ev_remove(a->err_ev);
+        a->err_ev = NULL;
         tprun_stream_drain(&a->err, &none);
     }
     tprun_agent_close_input(a);
@@ -150,19 +183,6 @@ void tprun_agents_signal(tprun_agents_t *A, int sig)
     snprintf(line, sizeof(line), "k %d\n", sig);
     for (int i = 0; i < A->n; i++)
         if (A->a[i].running > 0 && A->a[i].state == AGENT_RUNNING) tprun_agent_send(&A->a[i], line);
-}
-
-int tprun_agents_reaped(tprun_loop_t *L, pid_t pid, int wstatus)
-{
-    for (int i = 0; i < L->agents->n; i++) {
-        tprun_agent_t *a = &L->agents->a[i];
-        if (a->pid != pid) continue;
-        a->pid = 0;
-        a->wstatus = wstatus;
-        tprun_keeper_tell(&L->job->keeper, 'R', pid);
-        return 1;
-    }
-    return 0;
 }
 
 void tprun_agents_cut_off(tprun_loop_t *L)
@@ -185,19 +205,25 @@ void tprun_agents_finish(tprun_loop_t *L)
     tprun_agents_t *A = L->agents;
     if (A == NULL) return;
     tprun_prefix_t none = {"", 0};
+    L->signals_held = 1; /* the job is over: a signal now is not forwarded */
+    tprun_ev_remove(A->stdin_ev);
+    tprun_ev_remove(A->stdin_timer);
+    A->stdin_ev = A->stdin_timer = NULL;
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
-        if (a->out.fd >= 0) tprun_loop_epoll_del(L, a->out.fd);
-        if (a->err.fd >= 0) tprun_loop_epoll_del(L, a->err.fd);
+        tprun_ev_remove(a->out_ev);
+        a->out_ev = NULL;
         a->out.on_line = NULL;
         tprun_stream_free(&a->out);
     }
     tprun_agents_abort(L, L->plan->grace_s > 0 ? L->plan->grace_s : 1);
     for (int i = 0; i < A->n; i++) {
         tprun_agent_t *a = &A->a[i];
+        tprun_ev_remove(a->err_ev);
+        a->err_ev = NULL;
         if (a->err.fd >= 0) tprun_stream_drain(&a->err, &none);
         tprun_stream_free(&a->err);
-        free(a->pending);
+        tprun_link_free(&a->link);
     }
     free(A->a);
     A->a = NULL;
@@ -206,13 +232,14 @@ void tprun_agents_finish(tprun_loop_t *L)
 
 /* ---- tprun's stdin to rank 0 on another host ---- */
 
+static void stdin_pump(tprun_loop_t *L);
+
+/* fd 0 readable while the window has room; a file (never announced by epoll) is read each turn instead. */
 static void stdin_watch(tprun_loop_t *L, int on)
 {
     tprun_agents_t *A = L->agents;
-    if (!A->stdin_pollable || A->stdin_watched == on) return;
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_STDIN_IN};
-    epoll_ctl(L->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, STDIN_FILENO, &e);
-    A->stdin_watched = on;
+    if (A->stdin_ev != NULL) tprun_ev_fd_set(A->stdin_ev, on ? EPOLLIN : 0);
+    else if (A->stdin_timer != NULL) tprun_ev_timer_set(A->stdin_timer, on ? tprun_now_s() : 0);
 }
 
 static void stdin_stop(tprun_loop_t *L)
@@ -221,34 +248,33 @@ static void stdin_stop(tprun_loop_t *L)
     L->agents->stdin_state = 2;
 }
 
+static void on_stdin(void *arg, unsigned revents) { (void)revents, stdin_pump(arg); }
+
+static void on_stdin_timer(void *arg) { stdin_pump(arg); }
+
 void tprun_agents_stdin_start(tprun_loop_t *L)
 {
     tprun_agents_t *A = L->agents;
     if (A->stdin_agent < 0 || A->stdin_state != 0) return;
     A->stdin_state = 1;
-    struct epoll_event e = {.events = EPOLLIN, .data.u32 = ID_STDIN_IN};
     /* A regular file (or /dev/null) cannot be polled: it is always readable, so it is read while there is room. */
-    A->stdin_pollable = epoll_ctl(L->epfd, EPOLL_CTL_ADD, STDIN_FILENO, &e) == 0;
-    A->stdin_watched = A->stdin_pollable;
+    A->stdin_ev = tprun_ev_fd(L->ev, STDIN_FILENO, EPOLLIN, 0, on_stdin, L);
+    A->stdin_pollable = A->stdin_ev != NULL;
     if (!A->stdin_pollable && errno != EPERM) {
         tp_log(TP_LOG_WARN, "ssh", "stdin cannot be watched (%s): rank 0 gets none", strerror(errno));
         stdin_stop(L);
         tprun_agent_send(&A->a[A->stdin_agent], "ie\n");
+    } else if (!A->stdin_pollable) {
+        A->stdin_timer = tprun_ev_timer(L->ev, tprun_now_s(), on_stdin_timer, L);
     }
 }
 
-int tprun_agents_stdin_ready(const tprun_loop_t *L)
-{
-    const tprun_agents_t *A = L->agents;
-    return A != NULL && A->stdin_state == 1 && !A->stdin_pollable && A->stdin_unacked < TPRUN_STDIN_WINDOW;
-}
-
-void tprun_agents_stdin_pump(tprun_loop_t *L)
+static void stdin_pump(tprun_loop_t *L)
 {
     tprun_agents_t *A = L->agents;
     if (A == NULL || A->stdin_state != 1) return;
     tprun_agent_t *a = &A->a[A->stdin_agent];
-    if (a->state != AGENT_RUNNING || a->to_fd < 0) {
+    if (a->state != AGENT_RUNNING || a->link.out_fd < 0) {
         stdin_stop(L);
         return;
     }
@@ -286,3 +312,50 @@ static void stdin_ack(tprun_loop_t *L, const char *line)
         if (A->stdin_state == 1) stdin_watch(L, A->stdin_unacked < TPRUN_STDIN_WINDOW);
     }
 }
+
+/* ---- the backend's ops ---- */
+
+static int ssh_wanted(const tprun_plan_t *plan) { return plan->remote; }
+
+static void on_cutoff(void *arg) { tprun_agents_cut_off(arg); }
+
+static tp_status_t ssh_setup(tprun_loop_t *L)
+{
+    L->agents = calloc(1, sizeof(*L->agents));
+    if (L->agents == NULL) return TP_ERR_NO_MEMORY;
+    tp_status_t st = tprun_agents_setup(L->agents, L, L->job, L->plan);
+    if (st == TP_OK && (L->agents->cutoff_timer = tprun_ev_timer(L->ev, 0, on_cutoff, L)) == NULL)
+        st = TP_ERR_NO_MEMORY;
+    return st;
+}
+
+static void ssh_signal(tprun_loop_t *L, int sig)
+{
+    tprun_agents_signal(L->agents, sig);
+    /* An agent that does not report its ranks' end after the SIGKILL is cut off (its host may be gone). */
+    if (sig == SIGKILL && tprun_ev_timer_deadline(L->agents->cutoff_timer) == 0)
+        tprun_ev_timer_set(L->agents->cutoff_timer, tprun_now_s() + (L->plan->grace_s > 1 ? L->plan->grace_s : 1));
+}
+
+static void ssh_stdin_start(tprun_loop_t *L)
+{
+    if (!L->launch_failed) tprun_agents_stdin_start(L); /* rank 0 on another host */
+}
+
+static void ssh_finish(tprun_loop_t *L)
+{
+    if (L->agents->cutoff_timer != NULL) tprun_ev_timer_set(L->agents->cutoff_timer, 0);
+    tprun_agents_finish(L);
+    free(L->agents);
+    L->agents = NULL;
+}
+
+const tprun_backend_ops_t tprun_ssh_backend = {
+    .name = "ssh",
+    .wanted = ssh_wanted,
+    .setup = ssh_setup,
+    .launch = tprun_agents_launch,
+    .signal = ssh_signal,
+    .stdin_start = ssh_stdin_start,
+    .finish = ssh_finish,
+};

@@ -1,0 +1,101 @@
+/* ssh/ssh.h: the ssh backend: one agent per remote host (tprun --agent), reached over ssh's stdin/stdout. */
+#ifndef TPRUN_SSH_H
+#define TPRUN_SSH_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/backend.h"
+#include "core/state.h"
+#include "link/link.h"
+#include "tprun_wire.h"
+
+/* ssh connections being set up at once: a bounded fan-out, not one host after another. */
+#define TPRUN_SSH_FANOUT 32
+/* First line of the plan tprun sends an agent: a tprun of another version is refused by name. */
+#define TPRUN_AGENT_HELLO "tprun-agent 1"
+/* Largest plan an agent reads: the program's arguments and -x values, escaped, fit well below it. */
+#define TPRUN_AGENT_PLAN_MAX (64 << 20)
+
+enum { AGENT_IDLE, AGENT_CONNECTING, AGENT_READY, AGENT_RUNNING, AGENT_GONE };
+
+typedef struct tprun_agent {
+    int host; /* index in plan->hosts */
+    const char *name;
+    int state;
+    pid_t pid;         /* the ssh process, in its own process group; 0 once reaped */
+    int wstatus;       /* ssh's wait status, once reaped */
+    tprun_link_t link; /* to the agent, over ssh's stdin: the plan, then commands */
+    struct tprun_agents *all;
+    tprun_ev_t *child_ev; /* the ssh process's end */
+    tprun_ev_t *out_ev;   /* its channel */
+    tprun_ev_t *err_ev;   /* its stderr */
+    tprun_stream_t out;   /* ssh's stdout: the agent's messages, one per line */
+    tprun_stream_t err;   /* ssh's stderr: ssh's own messages and the agent's */
+    double deadline;      /* the launch fails if the agent has not answered by then */
+    char ready_ip[256];   /* where this host is reached, best first ("ip,ip"): rank 0's bootstrap on its host */
+    char client_ip[64];   /* tprun's end of the ssh connection, as this host sees it */
+    int ready_port;       /* rank 0's bootstrap listener, on the host of rank 0 */
+    int ready_master;     /* MASTER_PORT, reserved on the host of rank 0 (0 without the torch variables) */
+    char error[1024];     /* why it failed: its "error" message, else ssh's last line on stderr */
+    int running;          /* its ranks that have not been reported ended */
+} tprun_agent_t;
+
+/* Bytes of tprun's stdin sent to rank 0's agent and not yet written into rank 0's stdin: reading pauses beyond. */
+#define TPRUN_STDIN_WINDOW (256u * 1024u)
+
+/* The command that starts the agent on host: a NULL-ended argv in one malloc'd block (one free()). */
+typedef char **(*tprun_agent_argv_fn)(const tprun_plan_t *plan, const char *exe, const char *host);
+/* ssh [TP_SSH's words] -T -o BatchMode=yes -o ConnectTimeout=N HOST "exec 'EXE' --agent". */
+char **tprun_ssh_agent_argv(const tprun_plan_t *plan, const char *exe, const char *host);
+
+typedef struct tprun_agents {
+    tprun_loop_t *L;
+    tprun_agent_argv_fn agent_argv; /* how an agent is started: ssh's command (another backend may swap it) */
+    tprun_agent_t *a;
+    int n;
+    char exe[4096]; /* tprun's own path: the agent is the same file on the remote host */
+    /* tprun's stdin, forwarded to rank 0 on another host ("i DATA" lines, acknowledged with "ia N") */
+    int stdin_agent;         /* rank 0's agent, or -1 */
+    int stdin_state;         /* 0: not forwarding; 1: reading; 2: done (end of input sent, or rank 0 stopped reading) */
+    int stdin_pollable;      /* fd 0 is in the loop's epoll; else (a regular file) it is read whenever there is room */
+    tprun_ev_t *stdin_ev;    /* fd 0's registration (its events are 0 while the window is full) */
+    tprun_ev_t *stdin_timer; /* a file on stdin: read whenever the window has room */
+    size_t stdin_unacked;
+    int ready, failed;        /* during the launch: agents ready, and the first that failed (or -1) */
+    tprun_ev_t *cutoff_timer; /* after the SIGKILL: agents still silent then are cut off */
+} tprun_agents_t;
+
+/* Places the plan's ranks: which are started here and which by which agent; fills the job's per-host fields. */
+tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *job, const tprun_plan_t *plan);
+/*
+ * Starts every agent (at most TPRUN_SSH_FANOUT connecting at once), sends each its plan, waits until all are
+ * ready (TP_SSH_TIMEOUT), then tells each rank 0's bootstrap address and registers their channels with the loop.
+ * On a failure it names the host and ssh's message, ends every agent and returns tprun's exit status (non-zero).
+ */
+int tprun_agents_launch(tprun_loop_t *L);
+/* Routes a running agent's messages to their owners (ranks' starts and ends, stdin, PMIx). */
+void tprun_agent_routes(tprun_agent_t *a);
+/* A running agent's channel is readable: its messages are handled, its end counts its ranks lost. */
+void tprun_agent_on_channel(void *agent, unsigned revents);
+/* Sends a signal to every running agent's ranks. */
+void tprun_agents_signal(tprun_agents_t *A, int sig);
+/* An agent's ssh ended (the loop reaped it). */
+void tprun_agent_reaped(void *agent, pid_t pid, int wstatus);
+/* Ends the ssh connection of every agent that still has ranks it has not reported: their host is unreachable. */
+void tprun_agents_cut_off(tprun_loop_t *L);
+/* After the job: waits for every agent to end (ending those that do not within the grace) and frees them. */
+void tprun_agents_finish(tprun_loop_t *L);
+
+/* After the launch: starts forwarding tprun's stdin to rank 0's agent (when rank 0 runs on another host). */
+void tprun_agents_stdin_start(tprun_loop_t *L);
+
+extern const tprun_backend_ops_t tprun_ssh_backend;
+
+/* Shared by ssh/launch.c and ssh/run.c: queue a line on an agent's link, close its input (it then ends its ranks),
+ * and end every agent within the grace after a failure. */
+void tprun_agent_send(tprun_agent_t *a, const char *line);
+void tprun_agent_close_input(tprun_agent_t *a);
+void tprun_agents_abort(tprun_loop_t *L, double grace);
+
+#endif
