@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime_iface.h"
 #include "slurm.h"
 #include "tprun_args.h"
 
@@ -105,8 +106,20 @@ static void test_plan(void)
     tprun_plan_free(&plan);
 }
 
+/* Under srun an agent has no SSH_CONNECTION: other nodes reach it at its first interface, never at loopback. */
+static void test_node_ip(void)
+{
+    char ip[64] = "127.0.0.1";
+    tprun_slurm_node_ip(ip, sizeof(ip));
+    tp_iface_t ifs[TP_IFACES_MAX];
+    int n = tp_iface_list(NULL, ifs, TP_IFACES_MAX, NULL, NULL);
+    CHECK(n > 0 ? strcmp(ip, ifs[0].ip) == 0 && strncmp(ip, "127.", 4) != 0 : strcmp(ip, "127.0.0.1") == 0,
+          "node ip %s (%d interfaces)", ip, n);
+}
+
 int main(void)
 {
+    test_node_ip();
     test_hostlist();
     test_tasks_per_node();
     test_plan();

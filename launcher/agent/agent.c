@@ -17,6 +17,7 @@
 #include "runtime_iface.h"
 #include "runtime_log.h"
 #include "services.h"
+#include "slurm/slurm.h"
 #include "ssh/ssh.h"
 #include "tprun_exit.h"
 #include "tprun_spawn.h"
@@ -454,6 +455,7 @@ static int agent_run(void)
     snprintf(A->job.boot_ip, sizeof(A->job.boot_ip), "127.0.0.1");
     char server_ip[64], client_ip[64];
     own_addresses(server_ip, sizeof(server_ip), client_ip, sizeof(client_ip));
+    if (A->plan.slurm && A->job.world_size > A->job.np) tprun_slurm_node_ip(server_ip, sizeof(server_ip)); /* srun */
     if (A->job.listen) {
         /* Rank 0 listens on every interface; the ranks try them in turn: TP_IFNAME's (in order), else the one ssh
          * reached first. A dead interface then costs a fallback, not the job. */

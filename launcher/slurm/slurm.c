@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime_iface.h"
 #include "runtime_log.h"
 #include "tprun_exit.h"
 
@@ -239,4 +240,10 @@ char **tprun_slurm_agent_argv(const tprun_plan_t *plan, const char *exe, const c
     argv[k++] = "--agent";
     argv[k] = NULL;
     return argv;
+}
+
+void tprun_slurm_node_ip(char *ip, size_t len)
+{
+    tp_iface_t ifs[TP_IFACES_MAX];
+    if (tp_iface_list(NULL, ifs, TP_IFACES_MAX, NULL, NULL) > 0) snprintf(ip, len, "%s", ifs[0].ip);
 }

@@ -24,6 +24,10 @@ int tprun_slurm_plan(tprun_plan_t *plan, char *const *envp);
  * (a NULL-ended argv in one malloc'd block, as tprun_ssh_agent_argv's). */
 char **tprun_slurm_agent_argv(const tprun_plan_t *plan, const char *exe, const char *host);
 
+/* In an agent under srun (no SSH_CONNECTION): the address other nodes reach this one at, its first non-loopback
+ * IPv4 interface's; ip is left as it is when there is none. */
+void tprun_slurm_node_ip(char *ip, size_t len);
+
 /* Expands a Slurm host list ("n[01-03,7],gpu1") into names (malloc'd array of malloc'd strings); -1 if malformed. */
 int tprun_slurm_hostlist(const char *list, char ***names, size_t *count);
 /* Expands SLURM_TASKS_PER_NODE ("2(x3),1") into count entries; -1 if malformed or not count entries. */
