@@ -12,15 +12,16 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "link/link.h"
 #include "local/local.h"
 #include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
 #include "services.h"
 #include "slurm/slurm.h"
-#include "ssh/ssh.h"
 #include "tprun_exit.h"
 #include "tprun_spawn.h"
+#include "tprun_wire.h"
 
 typedef struct agent {
     tprun_plan_t plan;

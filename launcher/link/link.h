@@ -8,6 +8,10 @@
 
 #include "core/loop.h"
 
+/* First line of the plan tprun sends an agent: a tprun of another version is refused by name. */
+#define TPRUN_AGENT_HELLO "tprun-agent 1"
+/* Largest plan an agent reads: the program's arguments and -x values, escaped, fit well below it. */
+#define TPRUN_AGENT_PLAN_MAX (64 << 20)
 /* Owners a link dispatches to, besides its default. */
 #define TPRUN_LINK_ROUTES 8
 

@@ -12,10 +12,6 @@
 
 /* ssh connections being set up at once: a bounded fan-out, not one host after another. */
 #define TPRUN_SSH_FANOUT 32
-/* First line of the plan tprun sends an agent: a tprun of another version is refused by name. */
-#define TPRUN_AGENT_HELLO "tprun-agent 1"
-/* Largest plan an agent reads: the program's arguments and -x values, escaped, fit well below it. */
-#define TPRUN_AGENT_PLAN_MAX (64 << 20)
 
 enum { AGENT_IDLE, AGENT_CONNECTING, AGENT_READY, AGENT_RUNNING, AGENT_GONE };
 
