@@ -15,12 +15,14 @@ tprun_SOURCES = \
 	launcher/tprun_exit.c launcher/tprun_exit.h \
 	launcher/tprun_summary.c launcher/tprun_summary.h \
 	launcher/tprun_wire.c launcher/tprun_wire.h \
-	launcher/tprun_slurm.c launcher/tprun_slurm.h \
-	launcher/tprun_pmix.c launcher/tprun_pmix.h launcher/tprun_pmix_lib.h runtime/runtime_pmix_compat.h launcher/tprun_pmix_ops.c \
-	launcher/tprun_pmix_fence.c launcher/tprun_pmix_fence.h launcher/tprun_pmix_loop.c launcher/tprun_agent_pmix.c launcher/tprun_agent_pmix.h \
+	launcher/slurm/slurm.c launcher/slurm/slurm.h launcher/slurm/slurm_service.c \
+	launcher/services.c launcher/services.h \
+	launcher/pmix/pmix_service.c \
+	launcher/pmix/tprun_pmix.c launcher/pmix/tprun_pmix.h launcher/pmix/tprun_pmix_lib.h runtime/runtime_pmix_compat.h launcher/pmix/tprun_pmix_ops.c \
+	launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_fence.h launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c launcher/pmix/tprun_agent_pmix.h \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h
-tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher $(TP_PMIX_CFLAGS)
-# libpmix is dlopen'd by tprun --pmix only (launcher/tprun_pmix.c), never linked.
+tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm -I$(top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS)
+# libpmix is dlopen'd by tprun --pmix only (launcher/pmix/tprun_pmix.c), never linked.
 tprun_LDADD = -lm -ldl

@@ -1,5 +1,5 @@
-/* main.c: tprun's main: parses the command line, then runs the job with the backends that want it (or, inside a
- * Slurm allocation, through srun). Nothing in the launcher calls back into it. */
+/* main.c: tprun's main: parses the command line, then runs the job with the backends that want it (inside a Slurm
+ * allocation srun starts the agents). Nothing in the launcher calls back into it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,10 +12,10 @@
 #include "local/local.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
+#include "slurm/slurm.h"
 #include "ssh/ssh.h"
 #include "tprun_args.h"
 #include "tprun_exit.h"
-#include "tprun_slurm.h"
 #include "tprun_summary.h"
 
 extern char **environ;
@@ -49,8 +49,6 @@ int main(int argc, char **argv)
 
     /* The ssh launcher's agent on a remote host (hidden: tprun starts it, with its plan on stdin). */
     if (argc == 2 && strcmp(argv[1], "--agent") == 0) return tprun_agent_main();
-    /* A rank under srun (hidden: tprun's Slurm launcher starts it through srun). */
-    if (argc >= 3 && strcmp(argv[1], "--slurm-task") == 0) return tprun_slurm_task(argv + 2);
     tprun_plan_t plan;
     char err[1024];
     if (tprun_args_parse(argc, argv, environ, host, &plan, err, sizeof(err)) != TP_OK) {
@@ -70,8 +68,7 @@ int main(int argc, char **argv)
     } else if (plan.env_set != NULL && tp_config_check_environ(plan.env_set, err, sizeof(err)) != TP_OK) {
         tprun_say("-x %s", err);
         status = TPRUN_EXIT_USAGE;
-    } else if (plan.json_summary != NULL &&
-               tprun_summary_check(&plan, tprun_slurm_wanted(plan.launcher, environ), err, sizeof(err)) != TP_OK) {
+    } else if (plan.json_summary != NULL && tprun_summary_check(&plan, err, sizeof(err)) != TP_OK) {
         tprun_say("%s", err);
         status = TPRUN_EXIT_USAGE;
     } else {
@@ -79,12 +76,9 @@ int main(int argc, char **argv)
         tp_config_warn_unknown(environ);
         if (plan.env_set != NULL) tp_config_warn_unknown(plan.env_set);
         setenv("TP_ENV_CHECKED", "1", 1);
-        if (tprun_slurm_wanted(plan.launcher, environ)) { /* Slurm hook: inside an allocation srun starts the ranks */
-            status = tprun_slurm_check(&plan, environ);
-            if (status == 0) status = tprun_slurm_run(&plan, environ);
-        } else {
-            status = tprun_job_run(&plan, host, backends);
-        }
+        if (tprun_slurm_wanted(plan.launcher, environ) && (status = tprun_slurm_check(&plan, environ)) == 0)
+            status = tprun_slurm_plan(&plan, environ); /* Slurm: srun starts every node's agent (the ssh backend's) */
+        if (status == 0) status = tprun_job_run(&plan, host, backends);
     }
     tprun_plan_free(&plan);
     return status;

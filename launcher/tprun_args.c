@@ -365,7 +365,7 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
                         plan->total_slots),
                TP_ERR_INVALID;
     tp_status_t st = plan->hosts != NULL ? tprun_plan_place(plan, err, err_len) : TP_OK;
-    /* Under Slurm srun starts the ranks: tprun holds only srun's pipes. */
+    /* Under Slurm every host's agent starts the ranks: tprun holds only srun's pipes. */
     const char *how = plan->launcher;
     int srun = (how != NULL && strcmp(how, "slurm") == 0) ||
                ((how == NULL || strcmp(how, "local") != 0) && env_lookup(envp, "SLURM_JOB_ID") != NULL);
@@ -373,7 +373,7 @@ static tp_status_t check_plan(tprun_plan_t *plan, char *const *envp, const char 
     if (st == TP_OK)
         st = tprun_find_program(plan->argv[0], env_lookup(envp, "PATH"), &plan->program_path, err, err_len);
     if (st == TP_OK) st = check_wdir(plan, err, err_len);
-    if (st != TP_OK || (!plan->remote && plan->wdir == NULL)) return st;
+    if (st != TP_OK || (!plan->remote && !srun && plan->wdir == NULL)) return st;
     /* Ranks in another directory (remote, or --wdir) run the same path: both are made absolute here. */
     char cwd[4096];
     if (getcwd(cwd, sizeof(cwd)) == NULL)
@@ -464,7 +464,8 @@ void tprun_usage(int fd)
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
                 "      --wdir DIR        every rank starts in DIR (default: the current directory)\n"
                 "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
-                "      --launcher HOW    auto (srun inside a Slurm allocation, else fork and ssh), local or slurm\n"
+                "      --launcher HOW    auto (srun starts the agents inside a Slurm allocation, else fork and ssh), local\n"
+                "                        or slurm\n"
                 "                        (default: TP_LAUNCHER, auto)\n"
                 "      --pmix            host a PMIx server for the ranks (in each host's agent too), so plain PMIx\n"
                 "                        programs run, libtp ranks bootstrap through it; also TP_PMIX=1\n"

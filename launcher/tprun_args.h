@@ -46,6 +46,7 @@ typedef struct tprun_plan {
     int *rank_host; /* np entries: the host index of each rank; NULL without -H/--hostfile */
     int *rank_local; /* np entries: each rank's index among its host's ranks */
     int remote;      /* some rank is on a host that is not this machine: the ssh launcher runs the job */
+    int slurm;       /* inside a Slurm allocation: srun starts every host's agent (launcher/slurm) */
     char *ssh;       /* --ssh or TP_SSH: the ssh command, split on blanks */
     double ssh_timeout_s;
     char *wdir;      /* --wdir, else the current directory (remote ranks start there) */

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
-#include "tprun_pmix.h"
+#include "services.h"
 #include "tprun_summary.h"
 
 /*
@@ -292,6 +292,7 @@ static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int ou
     }
     /* An agent has entered --wdir itself; a failed chdir is reported as -errno. */
     int failed_chdir = job->plan->wdir != NULL && chdir(job->plan->wdir) != 0;
+    tprun_services_child_exec(job, r); /* in the child before exec: a service's affinity or limits */
     if (!failed_chdir) execve(job->plan->program_path, job->plan->argv, job->envp[r]);
     int report[2] = {r, failed_chdir ? -errno : errno}; /* on the child's own part of the stack, below tprun's */
     ssize_t n = write(job->exec_pipe[1], report, sizeof(report));
@@ -431,7 +432,7 @@ static void __attribute__((noreturn)) keeper_main(int fd, int np)
         for (int i = 0; i < ngroups; i++) kill(-groups[i], SIGKILL);
         tp_log_write_all(STDERR_FILENO, line, (size_t)len);
     }
-    tprun_pmix_keeper_cleanup(); /* PMIx server hook: tprun died, its server's tmpdir goes too */
+    tprun_services_keeper_cleanup(); /* tprun died: what the services registered goes too (PMIx's tmpdir) */
     _exit(0);
 }
 

@@ -56,13 +56,10 @@ static void dir_of(const char *path, char *out, size_t len)
     else snprintf(out, len, "%.*s", (int)(slash - path), path);
 }
 
-tp_status_t tprun_summary_check(const tprun_plan_t *plan, int slurm, char *err, size_t err_len)
+tp_status_t tprun_summary_check(const tprun_plan_t *plan, char *err, size_t err_len)
 {
     const char *path = plan->json_summary;
     char dir[4096];
-    if (slurm)
-        return snprintf(err, err_len, "--json-summary: not available with the Slurm launcher (use --launcher local)"),
-               TP_ERR_UNSUPPORTED;
     /* rename() would replace an empty directory of that name: refuse any directory. */
     int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {

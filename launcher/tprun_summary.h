@@ -13,7 +13,7 @@
  * FILE's temporary name there) and the Slurm launcher, which keeps no per-rank record. On success notes the job's
  * start time and keeps every line tprun says from then on. err gets one line without "tprun: ".
  */
-tp_status_t tprun_summary_check(const tprun_plan_t *plan, int slurm, char *err, size_t err_len);
+tp_status_t tprun_summary_check(const tprun_plan_t *plan, char *err, size_t err_len);
 
 /* Writes plan->json_summary from the ended job: a temporary file renamed over FILE; says why when it cannot. */
 tp_status_t tprun_summary_write(const tprun_loop_t *L, int exit_status);

@@ -9,8 +9,8 @@ tests_launcher_args_test_SOURCES = tests/launcher_args_test.c \
 	$(TP_CONFIG_TABLES)
 tests_launcher_args_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tests_launcher_args_test_LDADD = -lm
-tests_launcher_pmix_unit_SOURCES = tests/launcher_pmix_unit.c launcher/tprun_pmix_fence.c launcher/tprun_wire.c
-tests_launcher_pmix_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
+tests_launcher_pmix_unit_SOURCES = tests/launcher_pmix_unit.c launcher/pmix/tprun_pmix_fence.c launcher/tprun_wire.c
+tests_launcher_pmix_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/pmix
 tests_launcher_loop_unit_SOURCES = tests/launcher_loop_unit.c launcher/core/loop.c launcher/core/loop.h
 tests_launcher_loop_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher
 tests_launcher_loop_unit_LDADD = -lm
@@ -34,3 +34,12 @@ LAUNCHER_SHELL_TESTS = \
 TESTS += tests/launcher_args_test tests/launcher_pmix_unit tests/launcher_loop_unit tests/launcher_link_unit \
 	$(LAUNCHER_SHELL_TESTS)
 EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh tests/fake_ssh.sh
+
+# The Slurm backend's reading of an allocation (launcher/slurm/slurm.c).
+check_PROGRAMS += tests/launcher_slurm_unit
+tests_launcher_slurm_unit_SOURCES = tests/launcher_slurm_unit.c launcher/slurm/slurm.c \
+	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_exit.c \
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c
+tests_launcher_slurm_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm
+tests_launcher_slurm_unit_LDADD = -lm
+TESTS += tests/launcher_slurm_unit

@@ -143,10 +143,11 @@ if [ "$(id -u)" != 0 ]; then
     mkdir "$T/ro" && chmod 555 "$T/ro"
     refused "a directory that is not writable" "$T/ro/s.json" "cannot create a file in $T/ro: Permission denied"
 fi
-"$TPRUN" -n 1 --launcher slurm --json-summary "$J" "$RANKP" >"$T/out" 2>"$T/err"
+# The Slurm launcher writes a summary too (tests/pmix_slurm.sh); outside an allocation it is refused as without one.
+env -u SLURM_JOB_ID "$TPRUN" -n 1 --launcher slurm --json-summary "$J" "$RANKP" >"$T/out" 2>"$T/err"
 expect_eq "refused: the Slurm launcher: status" "$?" 2
 expect_eq "refused: the Slurm launcher: line" "$(cat "$T/err")" \
-    "tprun: --json-summary: not available with the Slurm launcher (use --launcher local)"
+    "tprun: --launcher slurm: not inside a Slurm allocation (SLURM_JOB_ID is not set); run tprun under salloc or sbatch, or use --launcher local"
 expect_eq "refused: nothing was written, no rank started" "$(ls "$T" | grep -c 'summary\|started')" 0
 
 check_summaries

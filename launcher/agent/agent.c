@@ -17,7 +17,8 @@
 #include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_log.h"
-#include "tprun_agent_pmix.h"
+#include "services.h"
+#include "slurm/slurm.h"
 #include "tprun_exit.h"
 #include "tprun_spawn.h"
 #include "tprun_wire.h"
@@ -125,7 +126,7 @@ static int apply_plan(agent_t *A, char *text)
 {
     tprun_plan_t *P = &A->plan;
     tprun_job_t *J = &A->job;
-    int *ids = NULL, nids = 0, saw_hello = 0, pmix_line;
+    int *ids = NULL, nids = 0, saw_hello = 0, service_line;
     char *wdir = NULL;
     P->torch_env = 1;
     for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
@@ -175,8 +176,8 @@ static int apply_plan(agent_t *A, char *text)
             if (eq == NULL) return refuse("bad variable in the plan");
             *eq = '\0';
             setenv(v, eq + 1, 1);
-        } else if ((pmix_line = tprun_agent_pmix_plan(line, v)) != 0) { /* PMIx hook */
-            if (pmix_line < 0) return refuse("out of memory");
+        } else if ((service_line = tprun_services_agent_plan_line(P, line, v)) != 0) { /* "pmix ...", "slurm" */
+            if (service_line < 0) return refuse("out of memory");
         } else if (strcmp(line, "end") != 0) {
             return refuse("unknown plan line \"%.60s\"", line);
         }
@@ -207,7 +208,6 @@ static int apply_plan(agent_t *A, char *text)
     tprun_local_init(&A->local, NULL, J, rank_done, A); /* its loop comes with the agent's run */
     agent_routes(A);
     A->local.err_prefix = A->err_prefix;
-    P->pmix = tprun_agent_pmix_on(); /* its ranks take their world from PMIx, as tprun's own do */
     free(ids);
     return 0;
 }
@@ -329,7 +329,11 @@ static int on_stdin(void *arg, char *msg, size_t len)
     return 1;
 }
 
-static int on_pmix(void *arg, char *msg, size_t len) { return (void)arg, (void)len, tprun_agent_pmix_command(msg); }
+/* A service's command (PMIx's "p..."). */
+static int on_service(void *arg, char *msg, size_t len)
+{
+    return (void)arg, (void)len, tprun_services_agent_command(msg);
+}
 
 /* Who takes tprun's commands. */
 static void agent_routes(agent_t *A)
@@ -338,7 +342,7 @@ static void agent_routes(agent_t *A)
     tprun_link_route(&A->link, 'g', on_go, A);
     tprun_link_route(&A->link, 'k', on_kill, A);
     tprun_link_route(&A->link, 'i', on_stdin, A);
-    tprun_link_route(&A->link, 'p', on_pmix, A); /* PMIx hook */
+    for (const char *t = tprun_services_msg_types(); *t != '\0'; t++) tprun_link_route(&A->link, *t, on_service, A);
 }
 
 static void on_command(void *ctx, char *line, size_t len)
@@ -388,7 +392,7 @@ static int start_ranks(agent_t *A)
         J->boot_port = atoi(colon + 1);
         J->master_port = atoi(space + 1);
     }
-    if (tprun_job_build_envs(J, environ) != TP_OK || tprun_agent_pmix_envs(J) != TP_OK) return -1;
+    if (tprun_job_build_envs(J, environ) != TP_OK || tprun_services_rank_envs(J) != TP_OK) return -1;
     for (int i = 0; i < J->np; i++) {
         tprun_rank_t *r = &J->ranks[i];
         if (tprun_local_start(&A->local, i) != TP_OK) return -1;
@@ -417,7 +421,6 @@ static void on_channel(void *arg, unsigned revents)
 }
 
 /* Fences, data requests and aborts to tprun (PMIx hook). */
-static void on_pmix_events(void *arg, unsigned revents) { (void)revents, tprun_agent_pmix_on_ready(reap_dying, arg); }
 
 /* SIGTERM, SIGHUP or SIGINT to the agent: end the ranks. */
 static void on_signal(void *arg, int sig)
@@ -430,9 +433,9 @@ static void on_signal(void *arg, int sig)
 
 static void loop(agent_t *A)
 {
-    /* Under --pmix the server stays until tprun ends the job: ranks on other hosts may still want this host's
+    /* A service may stay until tprun ends the job: under --pmix ranks on other hosts may still want this host's
      * ranks' data after they ended. */
-    while (!A->lost && (!A->go || A->running > 0 || tprun_agent_pmix_on()))
+    while (!A->lost && (!A->go || A->running > 0 || tprun_services_agent_keeps()))
         if (tprun_evloop_run_once(A->ev, -1) != 0) break;
 }
 
@@ -453,6 +456,7 @@ static int agent_run(void)
     snprintf(A->job.boot_ip, sizeof(A->job.boot_ip), "127.0.0.1");
     char server_ip[64], client_ip[64];
     own_addresses(server_ip, sizeof(server_ip), client_ip, sizeof(client_ip));
+    if (A->plan.slurm && A->job.world_size > A->job.np) tprun_slurm_node_ip(server_ip, sizeof(server_ip)); /* srun */
     if (A->job.listen) {
         /* Rank 0 listens on every interface; the ranks try them in turn: TP_IFNAME's (in order), else the one ssh
          * reached first. A dead interface then costs a fallback, not the job. */
@@ -472,16 +476,16 @@ static int agent_run(void)
         if (tprun_ev_signal(A->ev, ending[i], on_signal, A) == NULL)
             return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     char err[1024];
-    if (tprun_agent_pmix_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* PMIx hook */
+    if (tprun_services_agent_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* job starting */
     if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
     tprun_ev_child(A->ev, A->job.keeper.pid, 0, on_keeper_child, A);
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
-        tprun_agent_pmix_stop();
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot prepare the ranks (see the message above)");
     }
-    if (tprun_agent_pmix_start(&A->job, err, sizeof(err)) != TP_OK) { /* PMIx hook */
-        tprun_agent_pmix_stop();
+    if (tprun_services_agent_start(&A->job, err, sizeof(err)) != TP_OK) {
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("%s", err);
     }
@@ -497,11 +501,11 @@ static int agent_run(void)
     A->channel.ctx = A;
     if (tprun_ev_fd(A->ev, STDIN_FILENO, EPOLLIN, 0, on_channel, A) == NULL) { /* a regular file: never read again */
         int why = errno;
-        tprun_agent_pmix_stop();
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return refuse("cannot watch the channel from tprun on stdin: %s", strerror(why));
     }
-    if (tprun_agent_pmix_fd() >= 0) tprun_ev_fd(A->ev, tprun_agent_pmix_fd(), EPOLLIN, 0, on_pmix_events, A);
+    tprun_services_agent_watch(A->ev, reap_dying, A);
     send_line("ready %s %d %s %d", A->job.listen ? A->job.boot_ip : server_ip, A->job.boot_port, client_ip,
               A->job.master_port);
     /* Commands sent right behind the plan were read with it: handle them before waiting for more. */
@@ -518,12 +522,12 @@ static int agent_run(void)
         /* The job's channel is gone: nothing may outlive it. */
         kill_all(A, SIGKILL);
         tprun_local_wait_all(&A->local);
-        tprun_agent_pmix_stop();
+        tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);
         return 1;
     }
     send_line("bye");
-    tprun_agent_pmix_stop();
+    tprun_services_job_over();
     tprun_keeper_finish(&A->job.keeper);
     return 0;
 }
@@ -531,6 +535,6 @@ static int agent_run(void)
 int tprun_agent_main(void)
 {
     int status = agent_run();
-    tprun_agent_pmix_stop(); /* a refusal after the PMIx tmpdir was made leaves nothing behind */
+    tprun_services_job_over(); /* a refusal after the PMIx tmpdir was made leaves nothing behind */
     return status;
 }

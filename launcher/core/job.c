@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "services.h"
 #include "tprun_exit.h"
-#include "tprun_pmix.h"
 #include "tprun_summary.h"
 
 extern char **environ;
@@ -112,7 +112,7 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
     rank->wstatus = wstatus;
     rank->end_wall = tprun_wall_s();
     L->running--;
-    if (L->plan->pmix) tprun_pmix_rank_ended(L, r); /* PMIx hook: no fence waits on it any more */
+    tprun_services_rank_ended(L, r);
     for (int b = 0; b < L->nbackends; b++)
         if (L->backends[b]->rank_ended != NULL) L->backends[b]->rank_ended(L, r);
     if (tp_log_enabled(TP_LOG_DEBUG)) {
@@ -141,7 +141,7 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
         L->first_failure = r;
         L->exit_status = tprun_status_code(wstatus);
         print_failure(L, r);
-        if (!(L->plan->pmix && tprun_pmix_rank_failed(L, r))) teardown(L); /* PMIx hook: notify first */
+        if (!tprun_services_rank_failed(L, r)) teardown(L); /* a service (PMIx) may notify the survivors first */
     }
     /* Its output was written before it ended: take it all now (after the failure line, which comes first). */
     if (L->held_rank == r) return; /* release_held or the cause's failure line comes first */
@@ -310,14 +310,14 @@ int tprun_job_run(const tprun_plan_t *plan, const char *host, const tprun_backen
     L.held_rank = -1;
     for (; *backends != NULL && L.nbackends < TPRUN_BACKENDS_MAX; backends++)
         if ((*backends)->wanted(plan)) L.backends[L.nbackends++] = *backends;
-    int pmix_status = plan->pmix ? tprun_pmix_prepare(plan) : 0; /* PMIx hook: before anything starts */
-    if (pmix_status != 0) return pmix_status;
+    int service_status = tprun_services_prepare(plan); /* job starting: before anything starts */
+    if (service_status != 0) return service_status;
     int status = TPRUN_EXIT_LAUNCH, set_up = 0;
     if (job_open(&L) != 0) goto err_loop;
     for (; set_up < L.nbackends; set_up++)
         if (L.backends[set_up]->setup != NULL && L.backends[set_up]->setup(&L) != TP_OK) goto err_job;
     if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
-    if (plan->pmix && tprun_pmix_start(&L) != TP_OK) goto err_job; /* PMIx hook */
+    if (tprun_services_start(&L) != TP_OK) goto err_job;
     tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
            job.boot_port);
     double timeout_at = plan->timeout_s > 0 ? now_s() + plan->timeout_s : 0; /* armed once the agents run */
@@ -331,14 +331,14 @@ int tprun_job_run(const tprun_plan_t *plan, const char *host, const tprun_backen
     tprun_ev_timer_set(L.timeout_timer, 0);
     status = L.exit_status;
 err_job:
-    if (plan->pmix) tprun_pmix_stop(); /* PMIx hook: before the keeper is told "done" */
+    tprun_services_job_over(); /* before the keeper is told "done" */
     while (set_up-- > 0)
         if (L.backends[set_up]->finish != NULL) L.backends[set_up]->finish(&L);
     tprun_keeper_finish(&job.keeper);
     if (plan->json_summary != NULL) tprun_summary_write(&L, status);
     tprun_job_release(&job);
 err_loop:
-    if (plan->pmix) tprun_pmix_stop(); /* PMIx hook */
+    tprun_services_job_over();
     tprun_evloop_free(L.ev);
     return status;
 }

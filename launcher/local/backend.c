@@ -6,8 +6,8 @@
 
 #include "core/job.h"
 #include "local/local.h"
+#include "services.h"
 #include "tprun_exit.h"
-#include "tprun_pmix.h"
 
 extern char **environ;
 
@@ -30,7 +30,7 @@ static int local_launch(tprun_loop_t *L)
         tprun_job_launch_failed(L);
         return 0;
     }
-    if (L->plan->pmix && tprun_pmix_envs(L) != TP_OK) { /* PMIx hook */
+    if (tprun_services_rank_envs(job) != TP_OK) {
         tprun_job_launch_failed(L);
         return 0;
     }

@@ -18,8 +18,9 @@
 #include "core/job.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
+#include "services.h"
+#include "slurm/slurm.h"
 #include "tprun_exit.h"
-#include "tprun_pmix.h"
 
 extern char **environ;
 
@@ -29,7 +30,7 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *
 {
     memset(A, 0, sizeof(*A));
     A->L = L;
-    A->agent_argv = tprun_ssh_agent_argv;
+    A->agent_argv = plan->slurm ? tprun_slurm_agent_argv : tprun_ssh_agent_argv; /* Slurm: srun starts it */
     ssize_t n = readlink("/proc/self/exe", A->exe, sizeof(A->exe) - 1);
     if (n <= 0) {
         tp_log(TP_LOG_ERROR, "ssh", "cannot find tprun's own path (/proc/self/exe): %s", strerror(errno));
@@ -99,6 +100,18 @@ static int plan_add(char **buf, size_t *len, size_t *cap, const char *key, const
     return 0;
 }
 
+typedef struct plan_buf {
+    char **buf;
+    size_t *len, *cap;
+} plan_buf_t;
+
+/* plan_add for the services' plan lines. */
+static int plan_add_to(void *ctx, const char *key, const char *value)
+{
+    plan_buf_t *pb = ctx;
+    return plan_add(pb->buf, pb->len, pb->cap, key, value);
+}
+
 /* What an agent needs to start its host's ranks: never on a command line (the key travels here). */
 static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
 {
@@ -128,13 +141,8 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
     }
     for (char **arg = plan->argv; ok && *arg != NULL; arg++) ok = plan_add(&buf, &len, &cap, "arg", *arg) == 0;
     if (ok && ai == L->agents->stdin_agent) ok = plan_add(&buf, &len, &cap, "stdin", "1") == 0;
-    if (ok && plan->pmix) { /* PMIx hook: the agent hosts a server for its ranks */
-        char *hosts = NULL, *map = NULL;
-        ok = tprun_pmix_describe(&hosts, &map) == TP_OK && plan_add(&buf, &len, &cap, "pmix", "1") == 0 &&
-             plan_add(&buf, &len, &cap, "pmixhosts", hosts) == 0 && plan_add(&buf, &len, &cap, "pmixmap", map) == 0;
-        free(hosts);
-        free(map);
-    }
+    plan_buf_t pb = {&buf, &len, &cap};
+    ok = ok && tprun_services_plan_lines((tprun_loop_t *)L, ai, plan_add_to, &pb) == 0; /* what services send */
     /* The user's TP_* settings must match on every rank; -x variables travel (a later one wins there too). */
     for (char **ep = environ; ok && *ep != NULL; ep++) {
         const char *eq = strchr(*ep, '=');
@@ -222,7 +230,8 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         execvp(argv[0], argv);
-        dprintf(STDERR_FILENO, "cannot execute the ssh command \"%s\": %s\n", argv[0], strerror(errno));
+        dprintf(STDERR_FILENO, "cannot execute the %s command \"%s\": %s\n", plan->slurm ? "srun" : "ssh", argv[0],
+                strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
@@ -309,13 +318,14 @@ void tprun_agent_reaped(void *arg, pid_t pid, int wstatus)
 static void launch_reason(const tprun_loop_t *L, const tprun_agent_t *a, char *out, size_t len)
 {
     char st[160] = "";
+    const char *via = L->plan->slurm ? "srun" : "ssh";
     if (a->pid == 0 && a->wstatus != 0) tprun_status_describe(a->wstatus, 0, st, sizeof(st));
     if (strncmp(a->error, "error: ", 7) == 0) snprintf(out, len, "%s", a->error + 7);
     else if (a->state == AGENT_CONNECTING)
-        snprintf(out, len, "no answer within %g s (TP_SSH_TIMEOUT)%s%s", L->plan->ssh_timeout_s,
-                 a->error[0] ? "; ssh said: " : "", a->error);
-    else if (a->error[0]) snprintf(out, len, "ssh %s: %s", st[0] ? st : "ended", a->error);
-    else snprintf(out, len, "ssh %s before the agent answered", st[0] ? st : "ended");
+        snprintf(out, len, "no answer within %g s (TP_SSH_TIMEOUT)%s%s%s%s", L->plan->ssh_timeout_s,
+                 a->error[0] ? "; " : "", a->error[0] ? via : "", a->error[0] ? " said: " : "", a->error);
+    else if (a->error[0]) snprintf(out, len, "%s %s: %s", via, st[0] ? st : "ended", a->error);
+    else snprintf(out, len, "%s %s before the agent answered", via, st[0] ? st : "ended");
 }
 
 /* An agent's stderr, from its start to its end: ssh's messages and the agent's own. */

@@ -19,8 +19,8 @@
 #include "core/job.h"
 #include "runtime_config.h"
 #include "runtime_log.h"
+#include "services.h"
 #include "tprun_exit.h"
-#include "tprun_pmix.h"
 #include "tprun_summary.h"
 
 /* ---- while the job runs ---- */
@@ -85,12 +85,12 @@ static int on_stdin_ack(void *arg, char *msg, size_t len)
     return 1;
 }
 
-/* "p...": PMIx's (the hub matches fences and data requests across hosts). */
-static int on_pmix(void *arg, char *msg, size_t len)
+/* A service's message (PMIx's "p...": the hub matches fences and data requests across hosts). */
+static int on_service(void *arg, char *msg, size_t len)
 {
     tprun_agent_t *a = arg;
     (void)len;
-    return tprun_pmix_agent_line(a->all->L, (int)(a - a->all->a), msg); /* PMIx hook */
+    return tprun_services_agent_message(a->all->L, (int)(a - a->all->a), msg);
 }
 
 /* Who takes a running agent's messages, besides its ranks' output. */
@@ -100,7 +100,7 @@ void tprun_agent_routes(tprun_agent_t *a)
     tprun_link_route(&a->link, 'x', on_ended, a);
     tprun_link_route(&a->link, 'b', on_bye, a);
     tprun_link_route(&a->link, 'i', on_stdin_ack, a);
-    tprun_link_route(&a->link, 'p', on_pmix, a);
+    for (const char *t = tprun_services_msg_types(); *t != '\0'; t++) tprun_link_route(&a->link, *t, on_service, a);
 }
 
 /* One message from a running agent: "o|e RANK text" here, the others to their owners. */
@@ -173,8 +173,8 @@ void tprun_agent_on_channel(void *arg, unsigned revents)
     }
     tprun_agent_close_input(a);
     a->state = AGENT_GONE;
-    if (L->plan->pmix) tprun_pmix_agent_gone(L, ai); /* PMIx hook */
-    agent_lost(L, a);                                /* ranks never reported ended, "bye" or not, count as killed */
+    tprun_services_agent_gone(L, ai);
+    agent_lost(L, a); /* ranks never reported ended, "bye" or not, count as killed */
 }
 
 void tprun_agents_signal(tprun_agents_t *A, int sig)

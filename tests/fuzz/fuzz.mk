@@ -5,14 +5,14 @@ FUZZ_RUNTIME_HARNESSES = record boot auth frame tcp_recv config env
 FUZZ_LAUNCHER_HARNESSES = args wire fence plan agent_line
 FUZZ_REPLAY = tests/fuzz/replay_main.c tests/fuzz/fuzz_util.c tests/fuzz/fuzz_util.h
 FUZZ_RUNTIME_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/tcp
-FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher $(TP_PMIX_CFLAGS)
+FUZZ_LAUNCHER_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm -I$(top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS)
 
 # tprun without its main and the three files the launcher harnesses compile in (their parsers are static).
 check_LIBRARIES = tests/fuzz/libfuzz_tprun.a
 tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c launcher/core/loop.c launcher/local/local.c launcher/link/link.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_spawn.c launcher/tprun_output.c launcher/tprun_exit.c launcher/tprun_summary.c launcher/tprun_wire.c \
-	launcher/tprun_slurm.c launcher/tprun_pmix.c launcher/tprun_pmix_ops.c launcher/tprun_pmix_fence.c \
-	launcher/tprun_pmix_loop.c launcher/tprun_agent_pmix.c \
+	launcher/slurm/slurm.c launcher/slurm/slurm_service.c launcher/services.c launcher/pmix/pmix_service.c launcher/pmix/tprun_pmix.c \
+	launcher/pmix/tprun_pmix_ops.c launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	runtime/runtime_dl.c $(TP_CONFIG_TABLES)
 tests_fuzz_libfuzz_tprun_a_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
@@ -81,7 +81,8 @@ FUZZ_SECONDS = 30
 FUZZ_TARGETS = $(FUZZ_RUNTIME_HARNESSES) $(FUZZ_LAUNCHER_HARNESSES)
 fuzz:
 	$(AM_V_GEN){ echo "cppflags -include $(abs_top_builddir)/config.h -I$(abs_top_srcdir)/include" \
-	    "-I$(abs_top_srcdir)/runtime -I$(abs_top_srcdir)/transports/tcp -I$(abs_top_srcdir)/launcher $(TP_PMIX_CFLAGS)"; \
+	    "-I$(abs_top_srcdir)/runtime -I$(abs_top_srcdir)/transports/tcp -I$(abs_top_srcdir)/launcher" \
+	    "-I$(abs_top_srcdir)/launcher/slurm -I$(abs_top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS)"; \
 	  echo "lib libtp $(libtp_la_SOURCES)"; \
 	  echo "lib tprun $(tests_fuzz_libfuzz_tprun_a_SOURCES)"; \
 	  for h in $(FUZZ_RUNTIME_HARNESSES); do echo "harness $$h libtp tests/fuzz/fuzz_$$h.c tests/fuzz/fuzz_util.c"; done; \

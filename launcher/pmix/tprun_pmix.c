@@ -2,32 +2,22 @@
 #include "tprun_pmix.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "services.h"
 
-/* The tmpdir's name is known before libpmix is; the keeper (a fork without a server) only removes it. */
+/* The tmpdir's name is known before libpmix is; it is registered with the keeper, which removes it if tprun dies. */
 static char tmpdir[512];
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
 
 static void tmpdir_remove(void)
 {
-    if (tmpdir[0] == '\0') return;
-    nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tprun_services_remove_path(tmpdir);
     tmpdir[0] = '\0';
 }
-
-void tprun_pmix_keeper_cleanup(void) { tmpdir_remove(); }
 
 tp_status_t tprun_pmix_tmpdir_create(void)
 {
@@ -37,6 +27,10 @@ tp_status_t tprun_pmix_tmpdir_create(void)
     if (mkdtemp(tmpdir) == NULL) {
         tp_log(TP_LOG_ERROR, "pmix", "--pmix: cannot create the server's directory %s: %s", tmpdir, strerror(errno));
         tmpdir[0] = '\0';
+        return TP_ERR_SYSTEM;
+    }
+    if (tprun_services_keep_path(tmpdir) != 0) {
+        tmpdir_remove();
         return TP_ERR_SYSTEM;
     }
     return TP_OK;

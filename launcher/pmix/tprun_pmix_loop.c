@@ -106,17 +106,6 @@ tp_status_t tprun_pmix_start(tprun_loop_t *L)
     return TP_OK;
 }
 
-tp_status_t tprun_pmix_envs(tprun_loop_t *L)
-{
-    tprun_job_t *job = L->job;
-    for (int i = 0; i < job->np; i++)
-        if (job->ranks[i].agent < 0 && tprun_pmix_rank_env(job->ranks[i].id, job->envp[i], &job->envp[i]) != TP_OK) {
-            tprun_say("--pmix: could not give rank %d its PMIx environment (see above)", job->ranks[i].id);
-            return TP_ERR_SYSTEM;
-        }
-    return TP_OK;
-}
-
 tp_status_t tprun_pmix_describe(char **hosts, char **map)
 {
     size_t hlen = 1, mlen = (size_t)hub.L->job->world_size * 11 + 1;

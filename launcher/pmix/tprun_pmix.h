@@ -6,9 +6,6 @@
 
 #include "tp.h"
 
-/* epoll id of the server's event fd (events that PMIx's progress thread hands to the loop, and the timer). */
-#define ID_PMIX 0xfffffff8u
-
 /* The job as the server describes it to its clients: every host, where each rank runs, and which host this is. */
 typedef struct tprun_pmix_job {
     const char *nspace;
@@ -76,8 +73,6 @@ void tprun_pmix_timer_arm(double seconds);
 int tprun_pmix_timer_fired(void);
 /* Finalizes the server and removes the tmpdir; safe to call more than once and when nothing was started. */
 void tprun_pmix_server_stop(void);
-/* In the keeper after tprun died: removes the tmpdir tprun could not (no PMIx call; the keeper has no server). */
-void tprun_pmix_keeper_cleanup(void);
 /* The namespace of job job_id, the same on every host. */
 void tprun_pmix_nspace(const char *job_id, char *out, size_t len);
 
@@ -91,8 +86,6 @@ int tprun_pmix_prepare(const struct tprun_plan *plan);
 tp_status_t tprun_pmix_start(struct tprun_loop *L);
 /* The job as every agent's server describes it: host names and each rank's host, comma-separated (malloc'd). */
 tp_status_t tprun_pmix_describe(char **hosts, char **map);
-/* Once this host's ranks' environments are built: adds what PMIx gives each. */
-tp_status_t tprun_pmix_envs(struct tprun_loop *L);
 /* Handles pending events: fences and data requests are matched across hosts, PMIx_Abort ends the job as its first
  * failure, the notify window's end tears it down. */
 void tprun_pmix_on_ready(struct tprun_loop *L);
