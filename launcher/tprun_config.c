@@ -12,7 +12,7 @@ const tp_config_entry_t tp_tprun_config[] = {
     {"TP_SSH_TIMEOUT", "ssh_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "10",
      "tprun: seconds for every remote host's agent to answer before the launch fails naming the host", NULL},
     {"TP_LAUNCHER", "launcher", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "auto",
-     "tprun: how ranks start: local (fork), slurm (srun --mpi=pmix), or auto (slurm when SLURM_JOB_ID is set)", NULL},
+     "tprun: how ranks start: local (fork), slurm (srun starts tprun's agent on each node), or auto (slurm when SLURM_JOB_ID is set)", NULL},
     {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",
      "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort", NULL},
     {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
