@@ -15,11 +15,10 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime_log.h"
-#include "services.h"
-#include "tprun_summary.h"
 
 /*
  * The per-rank variables on top of the inherited environment and -x: 9 TP_* (TP_BOOT_FD on one rank), TP_HOST,
@@ -187,6 +186,13 @@ tp_status_t tprun_job_build_envs(tprun_job_t *job, char *const *environ_)
     return TP_OK;
 }
 
+double tprun_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 tp_status_t tprun_job_prepare(tprun_job_t *job, const tprun_plan_t *plan, char *const *environ_)
 {
     job->plan = plan;
@@ -292,7 +298,7 @@ static void __attribute__((noreturn)) child_exec(tprun_job_t *job, int r, int ou
     }
     /* An agent has entered --wdir itself; a failed chdir is reported as -errno. */
     int failed_chdir = job->plan->wdir != NULL && chdir(job->plan->wdir) != 0;
-    tprun_services_child_exec(job, r); /* in the child before exec: a service's affinity or limits */
+    if (job->child_exec != NULL) job->child_exec(job, r); /* a service's affinity or limits */
     if (!failed_chdir) execve(job->plan->program_path, job->plan->argv, job->envp[r]);
     int report[2] = {r, failed_chdir ? -errno : errno}; /* on the child's own part of the stack, below tprun's */
     ssize_t n = write(job->exec_pipe[1], report, sizeof(report));
@@ -393,7 +399,7 @@ typedef struct keeper_msg {
     int32_t pgid;
 } keeper_msg_t;
 
-static void __attribute__((noreturn)) keeper_main(int fd, int np)
+static void __attribute__((noreturn)) keeper_main(int fd, int np, void (*cleanup)(void))
 {
     pid_t tprun = getppid();
     prctl(PR_SET_NAME, "tprun-keeper");
@@ -432,11 +438,11 @@ static void __attribute__((noreturn)) keeper_main(int fd, int np)
         for (int i = 0; i < ngroups; i++) kill(-groups[i], SIGKILL);
         tp_log_write_all(STDERR_FILENO, line, (size_t)len);
     }
-    tprun_services_keeper_cleanup(); /* tprun died: what the services registered goes too (PMIx's tmpdir) */
+    if (cleanup != NULL) cleanup(); /* tprun died: what the services registered goes too (PMIx's tmpdir) */
     _exit(0);
 }
 
-tp_status_t tprun_keeper_start(tprun_keeper_t *k, int np)
+tp_status_t tprun_keeper_start(tprun_keeper_t *k, int np, void (*cleanup)(void))
 {
     int p[2];
     k->pid = 0;
@@ -454,7 +460,7 @@ tp_status_t tprun_keeper_start(tprun_keeper_t *k, int np)
     }
     if (pid == 0) {
         close(p[1]);
-        keeper_main(p[0], np);
+        keeper_main(p[0], np, cleanup);
     }
     close(p[0]);
     k->pid = pid;

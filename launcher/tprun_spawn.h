@@ -36,6 +36,11 @@ typedef struct tprun_keeper {
     int fd;    /* write end of its pipe, -1 when closed */
 } tprun_keeper_t;
 
+struct tprun_job;
+/* What the job's owner (tprun's job module, the agent) runs in a rank's child before exec: the services' hooks
+ * (affinity, limits). A vfork child: system calls only. */
+typedef void (*tprun_child_exec_fn)(const struct tprun_job *job, int r);
+
 typedef struct tprun_job {
     const tprun_plan_t *plan;
     int np;         /* entries in ranks: the world for tprun, this host's ranks for an agent */
@@ -67,6 +72,7 @@ typedef struct tprun_job {
     sigset_t child_mask; /* tprun's signal mask at start, restored in each rank */
     int reset_sigpipe;   /* SIGPIPE was not ignored at start: restore its default in each rank */
     tprun_keeper_t keeper;
+    tprun_child_exec_fn child_exec; /* set by the owner before the ranks start; NULL: nothing */
     tprun_rank_t *ranks;
 } tprun_job_t;
 
@@ -94,7 +100,10 @@ void tprun_wait_exiting(const tprun_job_t *job);
 void tprun_exec_reports(tprun_job_t *job);
 
 /* Starts the keeper (before any rank); np bounds the groups it tracks. */
-tp_status_t tprun_keeper_start(tprun_keeper_t *k, int np);
+/* Wall-clock seconds since the epoch (a rank's start and end for the summary; the loop's deadlines are monotonic). */
+double tprun_wall_s(void);
+
+tp_status_t tprun_keeper_start(tprun_keeper_t *k, int np, void (*cleanup)(void));
 /* Tells the keeper a rank's process group started ('S') or is gone ('R'). */
 void tprun_keeper_tell(tprun_keeper_t *k, char op, pid_t pgid);
 /* Says "done" and waits for the keeper to exit (it does at once). */

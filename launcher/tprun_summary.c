@@ -31,13 +31,6 @@ static void forget_messages(void)
     num_said = 0;
 }
 
-double tprun_wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The temporary name FILE is written under before the rename: FILE.tmp.PID, in FILE's own directory. */
 static char *temp_name(const char *path)
 {

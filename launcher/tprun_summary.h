@@ -18,7 +18,5 @@ tp_status_t tprun_summary_check(const tprun_plan_t *plan, char *err, size_t err_
 /* Writes plan->json_summary from the ended job: a temporary file renamed over FILE; says why when it cannot. */
 tp_status_t tprun_summary_write(const tprun_loop_t *L, int exit_status);
 
-/* Wall-clock seconds since the epoch (the summary's times; the loop's deadlines use tprun_now_s). */
-double tprun_wall_s(void);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "runtime_config.h"
+#include "runtime_config_entry.h"
 
 typedef enum tp_component_kind {
     TP_COMPONENT_CORE,      /* libtp's core: world contract, bootstrap, fate, logging */

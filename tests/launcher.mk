@@ -39,7 +39,8 @@ EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh tests/fake_ssh.sh
 check_PROGRAMS += tests/launcher_slurm_unit
 tests_launcher_slurm_unit_SOURCES = tests/launcher_slurm_unit.c launcher/slurm/slurm.c \
 	launcher/tprun_args.c launcher/tprun_hosts.c launcher/tprun_exit.c \
-	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c
+	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
+	$(TP_CONFIG_TABLES)
 tests_launcher_slurm_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm
 tests_launcher_slurm_unit_LDADD = -lm
 TESTS += tests/launcher_slurm_unit

@@ -477,8 +477,9 @@ static int agent_run(void)
             return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     char err[1024];
     if (tprun_services_agent_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* job starting */
-    if (tprun_keeper_start(&A->job.keeper, A->job.np) != TP_OK) return refuse("cannot start the keeper");
+    if (tprun_keeper_start(&A->job.keeper, A->job.np, tprun_services_keeper_cleanup) != TP_OK) return refuse("cannot start the keeper");
     tprun_ev_child(A->ev, A->job.keeper.pid, 0, on_keeper_child, A);
+    A->job.child_exec = tprun_services_child_exec;
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
         tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);

@@ -276,7 +276,7 @@ static int job_open(tprun_loop_t *L)
         signal(SIGPIPE, SIG_IGN);
         L->job->reset_sigpipe = 1;
     }
-    if (tprun_keeper_start(&L->job->keeper, L->plan->np) != TP_OK) return -1;
+    if (tprun_keeper_start(&L->job->keeper, L->plan->np, tprun_services_keeper_cleanup) != TP_OK) return -1;
     tprun_ev_child(L->ev, L->job->keeper.pid, 0, on_keeper_child, L->job);
     tprun_oom_init();
     tp_log(TP_LOG_DEBUG, "fate", "OOM kills counted from %s",
@@ -316,6 +316,7 @@ int tprun_job_run(const tprun_plan_t *plan, const char *host, const tprun_backen
     if (job_open(&L) != 0) goto err_loop;
     for (; set_up < L.nbackends; set_up++)
         if (L.backends[set_up]->setup != NULL && L.backends[set_up]->setup(&L) != TP_OK) goto err_job;
+    job.child_exec = tprun_services_child_exec;
     if (tprun_job_prepare(&job, plan, environ) != TP_OK) goto err_job;
     if (tprun_services_start(&L) != TP_OK) goto err_job;
     tp_log(TP_LOG_DEBUG, "boot", "job %s: %d ranks, bootstrap listener on 127.0.0.1:%d", job.job_id, job.np,
