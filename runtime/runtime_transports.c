@@ -28,6 +28,11 @@ int tp_transports_names(const char **names, int max)
     return NUM_TRANSPORTS;
 }
 
+const tp_transport_ops_t *tp_transport_at(int index)
+{
+    return index >= 0 && index < NUM_TRANSPORTS ? tp_transport_list[index] : NULL;
+}
+
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle)
 {
     return TP_ERR_UNSUPPORTED;
@@ -204,12 +209,4 @@ const char *tp_transports_name(const tp_world_t *w, int peer)
     const tp_transports_t *t = w->transport_state;
     int k = t->peer_tr[peer];
     return k < 0 ? "self" : t->ops[k]->name;
-}
-
-void *tp_transports_state(const tp_world_t *w, const char *name)
-{
-    const tp_transports_t *t = w->transport_state;
-    for (int k = 0; t != NULL && k < t->n; k++)
-        if (strcmp(t->ops[k]->name, name) == 0) return t->state[k];
-    return NULL;
 }

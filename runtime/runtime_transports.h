@@ -23,7 +23,4 @@ void tp_transports_cancel(tp_world_t *world);
 /* The name of the transport that reaches a world rank ("self" for this rank). */
 const char *tp_transports_name(const tp_world_t *world, int peer);
 
-/* An open transport's private state, by name, or NULL (for tests that forge frames on a real connection). */
-void *tp_transports_state(const tp_world_t *world, const char *name);
-
 #endif
