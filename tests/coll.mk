@@ -15,3 +15,6 @@ tests_coll_intruder_LDADD = libtp.la
 tests_coll_intruder_LDFLAGS = -no-install
 TESTS += tests/coll_unit tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
 EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
+# Every collective and send/recv case over every registered transport (tests/coll_check --conformance).
+TESTS += tests/conformance.sh
+EXTRA_DIST += tests/conformance.sh
