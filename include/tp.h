@@ -10,6 +10,14 @@
 extern "C" {
 #endif
 
+/* The exported API: libtp is built with -fvisibility=hidden, so a function is exported only when its declaration
+ * here or in tp_provider.h starts with TP_API (tests/api_symbols.sh checks that the two sets agree). */
+#if defined(__GNUC__)
+#define TP_API __attribute__((visibility("default")))
+#else
+#define TP_API
+#endif
+
 #define TP_VERSION_MAJOR 0
 #define TP_VERSION_MINOR 1
 #define TP_VERSION_PATCH 0
@@ -50,24 +58,24 @@ typedef enum tp_scope {
 } tp_scope_t;
 
 /* A static, one-line description of a status. */
-const char *tp_status_string(tp_status_t status);
+TP_API const char *tp_status_string(tp_status_t status);
 /* How far an error reaches: the fate path treats TP_SCOPE_PEER and TP_SCOPE_JOB as fatal to the job. */
-tp_scope_t tp_status_scope(tp_status_t status);
+TP_API tp_scope_t tp_status_scope(tp_status_t status);
 /* The last error message logged by this thread's calls into libtp, or "" (names the thing, for engines' logs). */
-const char *tp_last_error(void);
+TP_API const char *tp_last_error(void);
 
 /* The library's version string ("0.1.0"). */
-const char *tp_version(void);
+TP_API const char *tp_version(void);
 
 /* ---- Initialization ---- */
 
 /* Options for tp_init, built before the bootstrap: settings here must match on every rank. */
 typedef struct tp_attr tp_attr_t;
 
-tp_status_t tp_attr_create(tp_attr_t **attr);
+TP_API tp_status_t tp_attr_create(tp_attr_t **attr);
 /* Adds an engine setting (such as a model hash) that every rank must give with the same value. */
-tp_status_t tp_attr_set_setting(tp_attr_t *attr, const char *key, const char *value);
-void tp_attr_destroy(tp_attr_t *attr);
+TP_API tp_status_t tp_attr_set_setting(tp_attr_t *attr, const char *key, const char *value);
+TP_API void tp_attr_destroy(tp_attr_t *attr);
 
 /* A communicator: the world, or a sub-communicator of it. */
 typedef struct tp_comm tp_comm_t;
@@ -77,16 +85,16 @@ typedef struct tp_comm tp_comm_t;
  * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or else runs as a singleton; bootstraps, agrees the settings
  * and starts the fate monitor. attr may be NULL. Returns the world communicator in *world.
  */
-tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world);
+TP_API tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world);
 /* Leaves the job cleanly (peers do not see it as a failure). Idempotent; NULL is allowed. */
-tp_status_t tp_finalize(tp_comm_t *world);
+TP_API tp_status_t tp_finalize(tp_comm_t *world);
 
-int tp_comm_rank(const tp_comm_t *comm);
-int tp_comm_size(const tp_comm_t *comm);
+TP_API int tp_comm_rank(const tp_comm_t *comm);
+TP_API int tp_comm_size(const tp_comm_t *comm);
 /* Rank and size among the ranks of this comm on this host, and this host's index among the job's hosts. */
-int tp_comm_local_rank(const tp_comm_t *comm);
-int tp_comm_local_size(const tp_comm_t *comm);
-int tp_comm_node_rank(const tp_comm_t *comm);
+TP_API int tp_comm_local_rank(const tp_comm_t *comm);
+TP_API int tp_comm_local_size(const tp_comm_t *comm);
+TP_API int tp_comm_node_rank(const tp_comm_t *comm);
 
 /* What the bootstrap learned about one rank. Strings live until tp_finalize. */
 typedef struct tp_peer_info {
@@ -99,11 +107,11 @@ typedef struct tp_peer_info {
 } tp_peer_info_t;
 
 /* Fills *info for a rank of comm (its rank within comm). */
-tp_status_t tp_comm_peer(const tp_comm_t *comm, int rank, tp_peer_info_t *info);
+TP_API tp_status_t tp_comm_peer(const tp_comm_t *comm, int rank, tp_peer_info_t *info);
 /* The agreed value of a setting (built-in or engine-added), or NULL. */
-const char *tp_comm_setting(const tp_comm_t *comm, const char *key);
+TP_API const char *tp_comm_setting(const tp_comm_t *comm, const char *key);
 /* The job id every rank agreed on. */
-const char *tp_comm_job_id(const tp_comm_t *comm);
+TP_API const char *tp_comm_job_id(const tp_comm_t *comm);
 
 /* ---- Fate ---- */
 
@@ -122,7 +130,7 @@ typedef void (*tp_fate_fn)(const tp_failure_t *failure, void *arg);
  * TP_EXIT_PEER_FAILED (abort NCCL communicators and the like here). Callbacks run in reverse order of
  * registration and must not call back into libtp. May be called before tp_init.
  */
-tp_status_t tp_fate_register(tp_fate_fn fn, void *arg);
+TP_API tp_status_t tp_fate_register(tp_fate_fn fn, void *arg);
 
 /* ---- Collectives (blocking, on host memory; stream must be NULL) ---- */
 
@@ -143,7 +151,7 @@ typedef enum tp_op {
 } tp_op_t;
 
 /* Bytes per element of a type (1 for TP_BYTES), or 0 for an unknown type. */
-size_t tp_dtype_size(tp_dtype_t dtype);
+TP_API size_t tp_dtype_size(tp_dtype_t dtype);
 
 /*
  * The stream argument of every collective and point-to-point call. This libtp has no device streams and no way to
@@ -158,36 +166,36 @@ typedef struct tp_stream tp_stream_t;
  * result is the same bits on every rank, run after run, at any world size, algorithm or part size.
  * Counts are in elements; send and receive buffers may be the same (in place) where the shapes allow.
  */
-tp_status_t tp_barrier(tp_comm_t *comm);
-tp_status_t tp_broadcast(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dtype, int root,
-                         tp_stream_t *stream);
+TP_API tp_status_t tp_barrier(tp_comm_t *comm);
+TP_API tp_status_t tp_broadcast(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dtype, int root,
+                                tp_stream_t *stream);
 /* recv holds size * count elements, rank r's in slot r. */
-tp_status_t tp_all_gather(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
-                          tp_stream_t *stream);
+TP_API tp_status_t tp_all_gather(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
+                                 tp_stream_t *stream);
 /* Rank r gives counts[r] elements; recv holds them back to back in rank order. */
-tp_status_t tp_all_gatherv(tp_comm_t *comm, const void *send, void *recv, const size_t *counts,
-                           tp_dtype_t dtype, tp_stream_t *stream);
-tp_status_t tp_all_reduce(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
-                          tp_op_t op, tp_stream_t *stream);
+TP_API tp_status_t tp_all_gatherv(tp_comm_t *comm, const void *send, void *recv, const size_t *counts, tp_dtype_t dtype,
+                                  tp_stream_t *stream);
+TP_API tp_status_t tp_all_reduce(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
+                                 tp_op_t op, tp_stream_t *stream);
 /* send holds size * count elements; rank r receives the reduction of slot r. */
-tp_status_t tp_reduce_scatter(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
-                              tp_op_t op, tp_stream_t *stream);
+TP_API tp_status_t tp_reduce_scatter(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
+                                     tp_op_t op, tp_stream_t *stream);
 /* Slot p of send (count elements) goes to rank p; slot p of recv comes from rank p. */
-tp_status_t tp_all_to_all(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
-                          tp_stream_t *stream);
-tp_status_t tp_send(tp_comm_t *comm, const void *buf, size_t count, tp_dtype_t dtype, int peer,
-                    tp_stream_t *stream);
-tp_status_t tp_recv(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dtype, int peer, tp_stream_t *stream);
+TP_API tp_status_t tp_all_to_all(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype,
+                                 tp_stream_t *stream);
+TP_API tp_status_t tp_send(tp_comm_t *comm, const void *buf, size_t count, tp_dtype_t dtype, int peer,
+                           tp_stream_t *stream);
+TP_API tp_status_t tp_recv(tp_comm_t *comm, void *buf, size_t count, tp_dtype_t dtype, int peer, tp_stream_t *stream);
 /* Sends count elements to peer and receives count elements from it at once. */
-tp_status_t tp_exchange(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype, int peer,
-                        tp_stream_t *stream);
+TP_API tp_status_t tp_exchange(tp_comm_t *comm, const void *send, void *recv, size_t count, tp_dtype_t dtype, int peer,
+                               tp_stream_t *stream);
 
 /* ---- Sub-communicators ---- */
 
 /* Ranks with the same color form a new comm, ordered by key then rank; a negative color gets *out = NULL. */
-tp_status_t tp_comm_split(tp_comm_t *comm, int color, int key, tp_comm_t **out);
+TP_API tp_status_t tp_comm_split(tp_comm_t *comm, int color, int key, tp_comm_t **out);
 /* Frees a comm made by tp_comm_split (the world is freed by tp_finalize). */
-tp_status_t tp_comm_destroy(tp_comm_t *comm);
+TP_API tp_status_t tp_comm_destroy(tp_comm_t *comm);
 
 #ifdef __cplusplus
 }

@@ -24,9 +24,9 @@ typedef enum tp_log_level {
     TP_LOG_TRACE = 4,
 } tp_log_level_t;
 
-int tp_log_enabled(tp_log_level_t level);
+TP_API int tp_log_enabled(tp_log_level_t level);
 /* Logs "tp rank R (host:pid) subsys: message"; errors are also kept as the thread's tp_last_error(). */
-void tp_log(tp_log_level_t level, const char *subsys, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+TP_API void tp_log(tp_log_level_t level, const char *subsys, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- Connection authentication: every connection proves it belongs to the job ---- */
 
@@ -42,7 +42,7 @@ typedef enum tp_conn_kind {
  * Client side of the mutual handshake on a connected socket: proves knowledge of the job key and checks that
  * the server knows it too. Blocks until deadline_ns (CLOCK_MONOTONIC). peer_name names the server in errors.
  */
-tp_status_t tp_auth_connect(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind, int my_rank,
+TP_API tp_status_t tp_auth_connect(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind, int my_rank,
                             int64_t deadline_ns, const char *peer_name);
 
 /* Server side, non-blocking: one state per accepted connection, fed whenever the socket is readable. */
@@ -66,10 +66,10 @@ typedef enum tp_auth_result {
     TP_AUTH_REFUSED = 2, /* refused: why holds the reason; close the socket */
 } tp_auth_result_t;
 
-void tp_auth_accept_init(tp_auth_accept_t *st);
+TP_API void tp_auth_accept_init(tp_auth_accept_t *st);
 /* Whether st's handshake is past its deadline at now; if not, lowers *next to that deadline. */
-int tp_auth_accept_expired(const tp_auth_accept_t *st, int64_t now, int64_t *next);
-tp_auth_result_t tp_auth_accept_step(tp_auth_accept_t *st, int fd, const uint8_t key[TP_JOB_KEY_BYTES],
+TP_API int tp_auth_accept_expired(const tp_auth_accept_t *st, int64_t now, int64_t *next);
+TP_API tp_auth_result_t tp_auth_accept_step(tp_auth_accept_t *st, int fd, const uint8_t key[TP_JOB_KEY_BYTES],
                                      tp_conn_kind_t expect_kind, char *why, size_t why_len);
 
 /*
@@ -90,19 +90,19 @@ typedef struct tp_refusals {
     char first[TP_REFUSED_KINDS][64];
 } tp_refusals_t;
 /* One refused connection from `from`; fmt (a whole message) is logged while fewer than TP_REFUSALS_LOGGED were. */
-void tp_refusals_note(tp_refusals_t *r, tp_refusal_kind_t kind, const char *from, const char *fmt, ...)
+TP_API void tp_refusals_note(tp_refusals_t *r, tp_refusal_kind_t kind, const char *from, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Logs one line per kind of the refusals counted since the last report. */
-void tp_refusals_report(tp_refusals_t *r);
+TP_API void tp_refusals_report(tp_refusals_t *r);
 
 /* A peer's printable address ("127.0.0.1:4711") for messages. */
-void tp_sockaddr_string(int fd, int peer_side, char *out, size_t len);
-int64_t tp_now_ns(void);
+TP_API void tp_sockaddr_string(int fd, int peer_side, char *out, size_t len);
+TP_API int64_t tp_now_ns(void);
 
 /* ---- Fate: a transport that finds a peer dead reports it; the fate thread ends the job ---- */
 
 /* Reports that a world rank failed; the first report wins; returns immediately (the fate thread exits us). */
-void tp_fate_report(int world_rank, const char *reason);
+TP_API void tp_fate_report(int world_rank, const char *reason);
 
 
 /* ---- Frames: what every data transport carries (built and checked by the collectives layer) ---- */
@@ -110,15 +110,15 @@ void tp_fate_report(int world_rank, const char *reason);
 #define TP_FRAME_HEADER_BYTES 40
 
 /* Fills a frame header's part number and payload size (the rest is the caller's template). */
-void tp_frame_set_part(uint8_t header[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t bytes);
+TP_API void tp_frame_set_part(uint8_t header[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t bytes);
 /* The payload size a header claims. */
-uint32_t tp_frame_bytes(const uint8_t header[TP_FRAME_HEADER_BYTES]);
+TP_API uint32_t tp_frame_bytes(const uint8_t header[TP_FRAME_HEADER_BYTES]);
 /*
  * Checks a received header against the expected one: a bad magic, an impossible size (over max_bytes) or an
  * unknown field is TP_ERR_PROTOCOL, another call, collective, type, count or root TP_ERR_DESYNC; *matched is
  * 1 when step and part match too, 0 when the frame belongs to another receive of this call. Logs errors.
  */
-tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const uint8_t got[TP_FRAME_HEADER_BYTES],
+TP_API tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const uint8_t got[TP_FRAME_HEADER_BYTES],
                            uint64_t max_bytes, int peer_world_rank, int *matched);
 
 /* ---- Memory types: where a buffer lives (a transport's caps, a device's memory query) ---- */
@@ -242,22 +242,25 @@ typedef struct tp_transport_ops {
 } tp_transport_ops_t;
 
 /* The shared stubs for unsupported ops (pair_info: needs no per-pair data; event_fds: cannot be waited on). */
-tp_status_t tp_transport_unsupported_pair_info(void *state, const tp_peer_view_t *peer, void *data, size_t *len);
-int tp_transport_unsupported_event_fds(void *state, struct pollfd *fds, int max);
-tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle);
-void tp_transport_unsupported_deregister(void *state, void *handle);
+TP_API tp_status_t tp_transport_unsupported_pair_info(void *state, const tp_peer_view_t *peer, void *data, size_t *len);
+TP_API int tp_transport_unsupported_event_fds(void *state, struct pollfd *fds, int max);
+TP_API tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle);
+TP_API void tp_transport_unsupported_deregister(void *state, void *handle);
 
 /* Adds a transport built outside libtp (an engine's own, a test's) after the built-in ones; before tp_init. */
-tp_status_t tp_transport_register(const tp_transport_ops_t *ops);
+TP_API tp_status_t tp_transport_register(const tp_transport_ops_t *ops);
 /* A built-in or registered transport's ops by name, or NULL (a wrapper or a conformance test reaches it so). */
-const tp_transport_ops_t *tp_transport_find(const char *name);
+TP_API const tp_transport_ops_t *tp_transport_find(const char *name);
+/* The index-th registered transport in order of preference (built-in, then registered), NULL past the last: how a
+ * test enumerates them. */
+TP_API const tp_transport_ops_t *tp_transport_at(int index);
 
 /* ---- Devices: where a buffer lives and how it is copied and reduced; one const ops table each ---- */
 
 #define TP_DEVICE_ABI 1
 
 /* Whether an op applies to a type (TP_BYTES and unknown ones do not reduce): what every device's reduce takes. */
-int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op);
+TP_API int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op);
 
 /* A device's event (a CUevent, a hipEvent_t); a device's stream is the tp_stream_t of tp.h. */
 typedef struct tp_device_event tp_device_event_t;
@@ -289,7 +292,7 @@ typedef struct tp_device_ops {
 } tp_device_ops_t;
 
 /* The one stub every device points its unsupported stream and event ops at. */
-tp_status_t tp_device_unsupported_stream(tp_stream_t *stream, tp_device_event_t **event);
+TP_API tp_status_t tp_device_unsupported_stream(tp_stream_t *stream, tp_device_event_t **event);
 
 /* Host memory: memmove, and the rank-order reductions (devices/host/). */
 extern const tp_device_ops_t tp_host_device_ops;
@@ -352,7 +355,7 @@ typedef struct tp_coll_ops {
 } tp_coll_ops_t;
 
 /* The one stub every provider points the calls it does not take at. */
-tp_status_t tp_coll_unsupported(void *comm_state, const tp_coll_args_t *args);
+TP_API tp_status_t tp_coll_unsupported(void *comm_state, const tp_coll_args_t *args);
 
 /* The built-in engine: host memory over the transports (runtime/coll_*.c). */
 extern const tp_coll_ops_t tp_host_coll_ops;

@@ -12,6 +12,14 @@ libtp_la_SOURCES = \
 	runtime/runtime_status.c
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm
 libtp_la_LDFLAGS = -version-info 0:0:0
+# Only the API is exported: what include/tp.h and include/tp_provider.h declare with TP_API (tests/api_symbols.sh).
+libtp_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+# Tests of internals link libtp's own objects statically (hidden symbols still resolve in a static link), never
+# a second build of them: check_LTLIBRARIES is built by make check only.
+check_LTLIBRARIES = libtp_internal.la
+libtp_internal_la_SOURCES =
+libtp_internal_la_LIBADD = $(libtp_la_OBJECTS) $(libtp_la_LIBADD)
+EXTRA_libtp_internal_la_DEPENDENCIES = $(libtp_la_OBJECTS)
 libtp_la_SOURCES += \
 	runtime/runtime_auth.c \
 	runtime/runtime_bootstrap.c runtime/runtime_bootstrap.h \

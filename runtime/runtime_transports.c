@@ -66,6 +66,13 @@ tp_status_t tp_transport_unsupported_pair_info(void *state, const tp_peer_view_t
 
 int tp_transport_unsupported_event_fds(void *state, struct pollfd *fds, int max) { return -1; }
 
+const tp_transport_ops_t *tp_transport_at(int index)
+{
+    const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
+    int n = all_transports(all);
+    return index >= 0 && index < n ? all[index] : NULL;
+}
+
 tp_status_t tp_transport_unsupported_register(void *state, void *buf, size_t len, void **handle)
 {
     return TP_ERR_UNSUPPORTED;
@@ -475,12 +482,4 @@ const char *tp_transports_name(const tp_world_t *w, int peer, int *ip_endpoints)
     int k = t->peer_tr[peer];
     if (ip_endpoints != NULL) *ip_endpoints = k >= 0 && (t->caps[k].flags & TP_TRANSPORT_IP_ENDPOINTS);
     return k < 0 ? "self" : t->ops[k]->name;
-}
-
-void *tp_transports_state(const tp_world_t *w, const char *name)
-{
-    const tp_transports_t *t = w->transport_state;
-    for (int k = 0; t != NULL && k < t->n; k++)
-        if (strcmp(t->ops[k]->name, name) == 0) return t->state[k];
-    return NULL;
 }

@@ -36,7 +36,4 @@ void tp_transports_cancel(tp_world_t *world);
  * whether it connects over IP (TP_TRANSPORT_IP_ENDPOINTS). */
 const char *tp_transports_name(const tp_world_t *world, int peer, int *ip_endpoints);
 
-/* An open transport's private state, by name, or NULL (for tests that forge frames on a real connection). */
-void *tp_transports_state(const tp_world_t *world, const char *name);
-
 #endif

@@ -1,10 +1,15 @@
-/* coll_check: every collective x type x size against a reference computed here the documented way, bit for bit. */
+/*
+ * coll_check: every collective x type x size against a reference computed here the documented way, bit for bit.
+ * --big adds slices of several parts; --conformance adds send/recv patterns, sizes of a few MiB and every collective
+ * again on sub-communicators (tests/conformance.sh); --transports lists the registered transports and exits.
+ */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <tp.h>
+#include <tp_provider.h>
 
 static int me, n, failures;
 static size_t part;
@@ -265,25 +270,135 @@ static void check_movement(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
     free(b3);
 }
 
-static void run_all(tp_comm_t *w, int big)
+/*
+ * Send/recv patterns, each leaving every pair with as many sends as receives (tp_exchange in place needs that): a
+ * ring each way (an odd rank receives first, so no cycle of blocked sends), a fan-in to a root and a fan-out from it
+ * in rank order, and three messages in a row each way between partners, received in the order sent.
+ */
+static void check_p2p(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
+{
+    if (n < 2) return;
+    size_t es = esize(t), bytes = count * es;
+    void *b1, *b2;
+    uint8_t *send = odd_alloc(bytes + es, odd, &b1), *recv = odd_alloc(bytes + es, odd, &b2);
+    uint8_t *want = malloc(bytes + es + 1);
+    uint64_t seed = ++call_seed;
+    for (int dir = 1; dir >= -1; dir -= 2) {
+        int to = (me + n + dir) % n, from = (me + n - dir) % n;
+        fill(t, send, count, me, seed + 5 + (uint64_t)dir);
+        fill(t, want, count, from, seed + 5 + (uint64_t)dir);
+        tp_status_t s1 = me % 2 ? tp_recv(w, recv, count, t, from, NULL) : tp_send(w, send, count, t, to, NULL);
+        tp_status_t s2 = me % 2 ? tp_send(w, send, count, t, to, NULL) : tp_recv(w, recv, count, t, from, NULL);
+        check("ring send", t, count, me % 2 ? s2 : s1, NULL, NULL, 0);
+        check("ring recv", t, count, me % 2 ? s1 : s2, recv, want, bytes);
+    }
+    int root = (int)(seed % (uint64_t)n);
+    fill(t, send, count, me, seed);
+    for (int p = 0; p < n; p++) { /* fan-in: p sends fill(p); fan-out: root sends fill(p, seed + 1) to p */
+        if (p == root) continue;
+        if (me == p) check("fan-in send", t, count, tp_send(w, send, count, t, root, NULL), NULL, NULL, 0);
+        if (me != root) continue;
+        fill(t, want, count, p, seed);
+        check("fan-in recv", t, count, tp_recv(w, recv, count, t, p, NULL), recv, want, bytes);
+    }
+    for (int p = 0; p < n; p++) {
+        if (p == root || (me != root && me != p)) continue;
+        fill(t, want, count, p, seed + 1);
+        if (me == root)
+            check("fan-out send", t, count, tp_send(w, want, count, t, p, NULL), NULL, NULL, 0);
+        else
+            check("fan-out recv", t, count, tp_recv(w, recv, count, t, root, NULL), recv, want, bytes);
+    }
+    int peer = me ^ 1;
+    size_t counts[3] = {count, count / 2 + 1, 0}; /* in a row: each its own seed */
+    for (int sender = 0; peer < n && sender < 2; sender++) {
+        for (int k = 0; k < 3; k++) {
+            if ((me < peer) == (sender == 0)) {
+                fill(t, send, counts[k], me, seed + 2 + (uint64_t)k);
+                check("in a row send", t, counts[k], tp_send(w, send, counts[k], t, peer, NULL), NULL, NULL, 0);
+            } else {
+                fill(t, want, counts[k], peer, seed + 2 + (uint64_t)k);
+                check("in a row recv", t, counts[k], tp_recv(w, recv, counts[k], t, peer, NULL), recv, want,
+                      counts[k] * es);
+            }
+        }
+    }
+    free(b1);
+    free(b2);
+    free(want);
+}
+
+/* Sizes of a few MiB (odd counts): an f32 reduction, data movement and the send/recv patterns. */
+static void run_mib(tp_comm_t *w)
+{
+    check_reductions(w, TP_F32, (3u << 20) / 4 + 3, 0);
+    check_movement(w, TP_BYTES, (512u << 10) + 5, 1);
+    check_p2p(w, TP_BYTES, (1u << 20) + 1, 0);
+}
+
+/* big: slices of several parts too; p2p: the send/recv patterns too; quick: fewer types and sizes (sub-comms). */
+static void run_all(tp_comm_t *w, int big, int p2p, int quick)
 {
     static const tp_dtype_t types[] = {TP_BYTES, TP_F32, TP_F64, TP_BF16, TP_F16, TP_I32, TP_I64};
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
         tp_dtype_t t = types[ti];
+        if (quick && t != TP_BYTES && t != TP_F32 && t != TP_BF16) continue;
         size_t es = esize(t);
         size_t sizes[] = {0, 1, 7, 4096 / es, (part - 1) / es, (part + 1) / es + 1, 3 * part / es + 5,
                           (size_t)n * 3 * part / es + 3};
         size_t nsizes = sizeof(sizes) / sizeof(sizes[0]) - (big ? 0 : 1);
-        for (size_t si = 0; si < nsizes; si++) {
+        for (size_t si = 0; si < nsizes; si += quick && si == 2 ? 3 : 1) {
             int odd = (int)(si % 2);
             if (t != TP_BYTES) check_reductions(w, t, sizes[si], odd);
             if (t == TP_BYTES || t == TP_F32 || t == TP_BF16 || t == TP_I64 || big) check_movement(w, t, sizes[si], odd);
+            if (p2p && t == TP_BYTES) check_p2p(w, t, sizes[si], odd);
         }
+    }
+}
+
+/*
+ * Every collective again (fewer types and sizes) on sub-communicators: halves by parity with the keys reversed (so
+ * sub-rank order is not world order), then all but rank 0 (whose negative color must give NULL). me and n are the
+ * sub-comm's meanwhile.
+ */
+static void run_split(tp_comm_t *w)
+{
+    int wme = me, wn = n;
+    for (int round = 0; round < 2; round++) {
+        int color = round == 0 ? wme % 2 : wme == 0 ? -1 : 1;
+        tp_comm_t *sub = (tp_comm_t *)w;
+        tp_status_t s = tp_comm_split(w, color, round == 0 ? -wme : wme, &sub);
+        check("comm_split", TP_BYTES, 0, s, NULL, NULL, 0);
+        if (s == TP_OK && color < 0 && sub != NULL) {
+            printf("rank %d: FAIL comm_split with a negative color gave a comm\n", wme);
+            failures++;
+        }
+        if (s == TP_OK && sub != NULL) {
+            int want_n = round == 0 ? (wn + 1 - wme % 2) / 2 : wn - 1;
+            int want_me = round == 0 ? (want_n - 1) - wme / 2 : wme - 1;
+            me = tp_comm_rank(sub);
+            n = tp_comm_size(sub);
+            if (me != want_me || n != want_n) {
+                printf("rank %d: FAIL comm_split round %d: rank %d of %d, want %d of %d\n", wme, round, me, n, want_me,
+                       want_n);
+                failures++;
+            } else {
+                call_seed = 1000u * (uint64_t)(round + 1); /* the same on every member, whatever comm it was in */
+                run_all(sub, 0, 0, 1);
+            }
+            check("comm_destroy", TP_BYTES, 0, tp_comm_destroy(sub), NULL, NULL, 0);
+        }
+        me = wme;
+        n = wn;
     }
 }
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--transports") == 0) { /* the registration's list, not a copy of it */
+        for (int i = 0; tp_transport_at(i) != NULL; i++) printf("%s\n", tp_transport_at(i)->name);
+        return 0;
+    }
     tp_comm_t *w;
     tp_status_t s = tp_init(NULL, &w);
     if (s != TP_OK) {
@@ -295,7 +410,12 @@ int main(int argc, char **argv)
     const char *pb = tp_comm_setting(w, "part_bytes");
     part = pb ? strtoull(pb, NULL, 10) : 4194304;
     int big = argc > 1 && strcmp(argv[1], "--big") == 0;
-    run_all(w, big);
+    int conformance = argc > 1 && strcmp(argv[1], "--conformance") == 0;
+    run_all(w, big, conformance, 0);
+    if (conformance) {
+        run_mib(w);
+        run_split(w);
+    }
     tp_status_t bs = tp_barrier(w);
     if (bs != TP_OK) failures++;
     if (me == 0) printf("coll_check: %d ranks, part %zu bytes: %s\n", n, part, failures ? "FAILED" : "all match");

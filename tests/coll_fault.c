@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,7 +18,6 @@
 
 #include "coll_frame.h"
 #include "runtime_transports.h"
-#include "tcp/tcp.h"
 
 static double now_ms(void)
 {
@@ -40,15 +40,40 @@ static int expect(int me, const char *what, tp_status_t got, tp_status_t want)
     return got == want ? 0 : 1;
 }
 
-/* Writes all of buf on fd (blocking in small steps: the socket is non-blocking). */
-static void write_all(int fd, const void *buf, size_t len)
+/* The wire image of the one frame whose claimed size the socket layer rewrites, or NULL. */
+static const uint8_t *oversize_frame;
+
+/* A socket transport's frames leave through sendmsg: the armed frame's header goes out claiming a size no part can
+ * have, as a broken or hostile peer would send it (no transport builds such a frame). */
+ssize_t __real_sendmsg(int fd, const struct msghdr *msg, int flags);
+ssize_t __wrap_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w > 0) p += w, len -= (size_t)w;
-        else usleep(100);
+    if (oversize_frame != NULL && msg->msg_iovlen > 0 && msg->msg_iov[0].iov_len >= TP_FRAME_HEADER_BYTES &&
+        memcmp(msg->msg_iov[0].iov_base, oversize_frame, TP_FRAME_HEADER_BYTES) == 0) {
+        tp_frame_set_part(msg->msg_iov[0].iov_base, 0, 0x7ffffff0u);
+        oversize_frame = NULL;
     }
+    return __real_sendmsg(fd, msg, flags);
+}
+
+/*
+ * Sends header as this rank's next frame to world rank 0 through the transport that reaches it (its ops table, as
+ * the collectives do), with bytes of payload (at most 1); oversize makes its header claim far more. The transfer is
+ * dropped once it has gone out.
+ */
+static void forge_frame(tp_world_t *world, const uint8_t header[TP_FRAME_HEADER_BYTES], size_t bytes, int oversize)
+{
+    static uint8_t payload[1], wire[TP_FRAME_HEADER_BYTES];
+    tp_xfer_t x = {.peer = 0, .is_send = 1, .buf = payload, .len = bytes, .ready = bytes, .part_bytes = 65536};
+    memcpy(x.header, header, TP_FRAME_HEADER_BYTES);
+    memcpy(wire, header, TP_FRAME_HEADER_BYTES);
+    tp_frame_set_part(wire, 0, (uint32_t)bytes);
+    oversize_frame = oversize ? wire : NULL;
+    if (tp_transports_post(world, &x) != TP_OK) return;
+    while (!x.complete && tp_transports_progress(world, 1) == TP_OK) {
+    }
+    if (oversize_frame != NULL) printf("rank 1: the forged frame never reached sendmsg\n");
+    tp_transports_cancel(world);
 }
 
 int main(int argc, char **argv)
@@ -115,16 +140,15 @@ int main(int argc, char **argv)
         if (!bad) pause(); /* the fate path ends this rank */
     } else if (strcmp(mode, "garbage") == 0 || strcmp(mode, "oversize") == 0) {
         if (me == 1) {
-            tcp_state_t *st = tp_transports_state(w->world, "tcp");
             uint8_t h[TP_FRAME_HEADER_BYTES];
             if (strcmp(mode, "garbage") == 0) {
                 for (size_t i = 0; i < sizeof(h); i++) h[i] = (uint8_t)(i * 37 + 11);
+                forge_frame(w->world, h, 0, 0);
             } else { /* this call's own identity, with a size no part can have */
                 tp_frame_id_t id = {.coll = TP_COLL_BARRIER, .dtype = TP_BYTES, .comm_id = w->comm_id, .seq = w->seq};
                 tp_frame_pack(h, &id, 0);
-                tp_frame_set_part(h, 0, 0x7ffffff0u);
+                forge_frame(w->world, h, 1, 1);
             }
-            write_all(st->conns[0].sfd, h, sizeof(h)); /* the connection rank 0 reads frames from rank 1 on */
             printf("rank 1: forged frame sent\n");
         } else if (me == 0) {
             bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);

@@ -3,11 +3,11 @@ check_PROGRAMS += tests/runtime_rank tests/runtime_unit
 tests_runtime_rank_SOURCES = tests/runtime_rank.c
 tests_runtime_rank_LDADD = libtp.la
 tests_runtime_unit_SOURCES = tests/runtime_unit.c
-tests_runtime_unit_LDADD = libtp.la
+tests_runtime_unit_LDADD = libtp_internal.la
 TESTS += tests/runtime_unit
 check_PROGRAMS += tests/runtime_intruder
 tests_runtime_intruder_SOURCES = tests/runtime_intruder.c
-tests_runtime_intruder_LDADD = libtp.la
+tests_runtime_intruder_LDADD = libtp_internal.la
 TESTS += tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
 	tests/runtime_intruders.sh tests/runtime_fate.sh
 EXTRA_DIST += tests/runtime_lib.sh tests/proc_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
@@ -18,7 +18,7 @@ tests_runtime_unit_LDFLAGS = -no-install
 tests_runtime_intruder_LDFLAGS = -no-install
 check_PROGRAMS += tests/config_doc
 tests_config_doc_SOURCES = tests/config_doc.c
-tests_config_doc_LDADD = libtp.la
+tests_config_doc_LDADD = libtp_internal.la
 tests_config_doc_LDFLAGS = -no-install
 TESTS += tests/config_doc.sh tests/runtime_unknown_env.sh
 # A planted component's table in a list of the test's own: the walks over the list see it.
@@ -59,6 +59,9 @@ TESTS += tests/transport_pairs.sh
 EXTRA_DIST += tests/transport_pairs.sh
 check_PROGRAMS += tests/transport_unit
 tests_transport_unit_SOURCES = tests/transport_unit.c
-tests_transport_unit_LDADD = libtp.la
+tests_transport_unit_LDADD = libtp_internal.la
 tests_transport_unit_LDFLAGS = -no-install
 TESTS += tests/transport_unit
+# libtp.so exports exactly the functions of tp.h and tp_provider.h.
+TESTS += tests/api_symbols.sh
+EXTRA_DIST += tests/api_symbols.sh
