@@ -77,7 +77,7 @@ const tp_config_entry_t tp_core_config[] = {
     {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
      "large collectives move in parts of this many bytes (64 to 1G)", check_part_bytes},
     {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
-     "transports to use, comma-separated in order, or ^name to exclude; empty means all; this build has one: tcp",
+     "transports to use, comma-separated in order, or ^name to exclude; empty means all (tprun --info lists the components)",
      check_transports},
     {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
      "microseconds a waiting rank spins before it blocks in the kernel", NULL},

@@ -222,6 +222,10 @@ void tp_config_print(int fd)
                     (e->flags & TP_CONFIG_AGREE) ? "[agreed] " : "", e->help);
         }
     }
+    dprintf(fd, "\ncomponents:");
+    for (size_t c = 0; c < tp_components_len; c++)
+        dprintf(fd, "%s %s (%s)", c ? "," : "", tp_components[c].name, tp_component_kind_name(tp_components[c].kind));
+    dprintf(fd, "\n");
     char names[1024];
     if (tp_config_unknown(environ, names, sizeof(names)) > 0)
         dprintf(fd, "\nunknown, set in this environment and ignored: %s\n", names);

@@ -59,7 +59,9 @@ static void test_info(void)
                        "TP_PLANTED_MODE        safe     -          planted: a checked string\n";
     CHECK(strstr(out, want) != NULL, "--info has the planted section with its default, current value and agreement: %s",
           out);
-    CHECK(strstr(out, "bare") == NULL, "a component without a table has no section: %s", out);
+    CHECK(strstr(out, "\nbare") == NULL, "a component without a table has no section: %s", out);
+    CHECK(strstr(out, "\ncomponents: core (core), planted (transport), bare (device)") != NULL,
+          "--info lists every registered component, those without a table too: %s", out);
     unsetenv("TP_PLANTED_CHUNK");
 }
 
