@@ -29,6 +29,7 @@ static int fuzz_chdir(const char *path) { return path[0] == '\0' ? (errno = ENOE
 #define chdir  fuzz_chdir
 
 #include "../../launcher/agent/agent.c"
+#include "pmix/tprun_agent_pmix.h" /* the PMIx service's agent state, reset between inputs */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
