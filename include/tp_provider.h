@@ -133,7 +133,7 @@ typedef enum tp_mem_type {
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
 #define TP_TRANSPORT_ABI 2
-#define TP_TRANSPORT_ADDRESS_MAX 2048 /* bytes of text a transport publishes (a GID list fits) */
+#define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
 /* What a transport learns of the job when it opens; its own settings it reads itself (tp_config). */

@@ -11,7 +11,8 @@
 #define TP_HOST_MAX 256
 #define TP_BOOT_MORE_MAX 15 /* rank 0's other bootstrap addresses kept from TP_BOOT_ADDR */
 #define TP_ADDRS_MAX 1024 /* a rank's interfaces; TP_BOOT_ADDR */
-#define TP_PUBLISHED_MAX 8192 /* "name=address;..." of every transport a rank opened */
+#define TP_PUBLISHED_MAX                                                                                               \
+    2048 /* "name=address;..." of every transport a rank opened (kept small: every rank holds and copies every record) */
 #define TP_JOB_ID_MAX 128
 
 /* One rank as it checked in. */
