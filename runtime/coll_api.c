@@ -12,17 +12,8 @@ static tp_status_t enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, size
         tp_log(TP_LOG_ERROR, "coll", "%s: comm is NULL or finalized", fn);
         return comm == NULL ? TP_ERR_INVALID : TP_ERR_STATE;
     }
-    coll_comm_t *cc = comm->coll_state;
-    if (cc->failed != TP_OK) {
-        tp_log(TP_LOG_ERROR, "coll", "%s: comm %u failed an earlier call (%s)", fn, comm->comm_id,
-               tp_status_string(cc->failed));
-        return cc->failed;
-    }
-    if (stream != NULL && !tp_coll_streams_taken()) {
-        tp_log(TP_LOG_ERROR, "coll",
-               "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
-        return TP_ERR_UNSUPPORTED;
-    }
+    tp_status_t s = tp_coll_usable(comm, fn, stream);
+    if (s != TP_OK) return s;
     *es = tp_dtype_size(dtype);
     if (*es == 0) {
         tp_log(TP_LOG_ERROR, "coll", "%s: unknown type %d", fn, (int)dtype);

@@ -50,6 +50,22 @@ int tp_coll_streams_taken(void)
     return 0;
 }
 
+tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
+{
+    coll_comm_t *cc = comm->coll_state;
+    if (cc->failed != TP_OK) {
+        tp_log(TP_LOG_ERROR, "coll", "%s: comm %u failed an earlier call (%s)", fn, comm->comm_id,
+               tp_status_string(cc->failed));
+        return cc->failed;
+    }
+    if (stream != NULL && !tp_coll_streams_taken()) {
+        tp_log(TP_LOG_ERROR, "coll",
+               "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
+        return TP_ERR_UNSUPPORTED;
+    }
+    return TP_OK;
+}
+
 tp_status_t tp_coll_comm_init(tp_comm_t *comm)
 {
     coll_comm_t *cc = calloc(1, sizeof(*cc));

@@ -19,6 +19,8 @@ typedef struct coll_comm {
 tp_status_t tp_coll_provider_add(const tp_coll_ops_t *ops);
 /* Whether any provider orders calls on a stream (none does yet: a stream argument is refused by name). */
 int tp_coll_streams_taken(void);
+/* What every call checks of a live comm before its arguments: an earlier failure on it, a stream nobody takes. */
+tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream);
 /*
  * Fills args->device and args->mem_type from the buffers a and b (either may be NULL) and returns the comm's
  * provider for that memory type and call with its state in *state; NULL (logged, naming fn) when none takes it.

@@ -9,17 +9,8 @@ static tp_status_t p2p_enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, 
                              tp_stream_t *stream, tp_coll_args_t *args)
 {
     if (comm == NULL || comm->coll_state == NULL) return TP_ERR_INVALID;
-    coll_comm_t *cc = comm->coll_state;
-    if (cc->failed != TP_OK) {
-        tp_log(TP_LOG_ERROR, "coll", "%s: comm %u failed an earlier call (%s)", fn, comm->comm_id,
-               tp_status_string(cc->failed));
-        return cc->failed;
-    }
-    if (stream != NULL && !tp_coll_streams_taken()) {
-        tp_log(TP_LOG_ERROR, "coll",
-               "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
-        return TP_ERR_UNSUPPORTED;
-    }
+    tp_status_t s = tp_coll_usable(comm, fn, stream);
+    if (s != TP_OK) return s;
     size_t es = tp_dtype_size(dtype);
     if (es == 0 || count > SIZE_MAX / 2 / es || (count > 0 && buf == NULL)) {
         tp_log(TP_LOG_ERROR, "coll", "%s: bad type %d, count %zu or buffer", fn, (int)dtype, count);
