@@ -1,8 +1,13 @@
 /* coll_dispatch.c: the collective providers in order: those added at run time, then the registration list's; per
  * call, the first that takes the buffers' memory type. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "coll_dispatch.h"
+#include "coll_internal.h"
+#include "runtime_fate.h"
 #include "runtime_components.h"
 #include "runtime_devices.h"
 
@@ -53,6 +58,7 @@ int tp_coll_streams_taken(void)
 tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
 {
     coll_comm_t *cc = comm->coll_state;
+    if (tp_fate_failed()) return tp_coll_finish(cc, TP_ERR_PEER_FAILED, fn); /* the job failed: every comm with it */
     if (cc->failed != TP_OK) {
         tp_log(TP_LOG_ERROR, "coll", "%s: comm %u failed an earlier call (%s)", fn, comm->comm_id,
                tp_status_string(cc->failed));
@@ -66,11 +72,20 @@ tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
     return TP_OK;
 }
 
+/* Live comms, most recent first (split and destroy may run on any thread). */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static coll_comm_t *live;
+
 tp_status_t tp_coll_comm_init(tp_comm_t *comm)
 {
     coll_comm_t *cc = calloc(1, sizeof(*cc));
     if (cc == NULL) return TP_ERR_NO_MEMORY;
     comm->coll_state = cc;
+    cc->comm = comm;
+    pthread_mutex_lock(&live_lock);
+    cc->next_live = live;
+    live = cc;
+    pthread_mutex_unlock(&live_lock);
     const tp_coll_ops_t *all[TP_COLL_PROVIDERS_MAX];
     int n = all_providers(all);
     for (; cc->n < n; cc->n++) {
@@ -88,6 +103,13 @@ void tp_coll_comm_fini(tp_comm_t *comm)
 {
     coll_comm_t *cc = comm->coll_state;
     if (cc == NULL) return;
+    pthread_mutex_lock(&live_lock);
+    for (coll_comm_t **pp = &live; *pp != NULL; pp = &(*pp)->next_live)
+        if (*pp == cc) {
+            *pp = cc->next_live;
+            break;
+        }
+    pthread_mutex_unlock(&live_lock);
     for (int i = cc->n - 1; i >= 0; i--) cc->ops[i]->comm_destroy(cc->state[i]);
     free(cc);
     comm->coll_state = NULL;
@@ -134,13 +156,44 @@ tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *ar
     tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
                                 ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
                                 ops->recv,       ops->exchange};
-    return tp_coll_finish(cc, fns[args->call](state, args));
+    return tp_coll_finish(cc, fns[args->call](state, args), fn);
 }
 
-tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s)
+tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn)
 {
+    if (tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED) s = tp_fate_call_failed(s, fn);
     if (tp_status_scope(s) >= TP_SCOPE_PEER && cc->failed == TP_OK) cc->failed = s;
     return s;
+}
+
+char *tp_coll_stop_table(void)
+{
+    size_t cap = 4096, len = 0;
+    char *out = malloc(cap);
+    pthread_mutex_lock(&live_lock);
+    for (coll_comm_t *cc = live; out != NULL && cc != NULL; cc = cc->next_live) {
+        for (;;) {
+            coll_state_t *cs = tp_coll_host_state(cc);
+            int n = snprintf(out + len, cap - len, "c %" PRIu32 " %" PRIu64 "\n", cc->comm->comm_id, cc->comm->seq);
+            for (int p = 0; cs != NULL && n >= 0 && (size_t)n < cap - len && p < cc->comm->size; p++)
+                if (cs->send_seq[p] != 0 || cs->recv_seq[p] != 0)
+                    n += snprintf(out + len + n, cap - len - (size_t)n, "p %" PRIu32 " %d %" PRIu64 " %" PRIu64 "\n",
+                                  cc->comm->comm_id, cc->comm->world_ranks[p], cs->send_seq[p], cs->recv_seq[p]);
+            if (n >= 0 && (size_t)n < cap - len) {
+                len += (size_t)n;
+                break;
+            }
+            char *more = realloc(out, cap *= 2);
+            if (more == NULL) {
+                free(out);
+                out = NULL;
+                break;
+            }
+            out = more;
+        }
+    }
+    pthread_mutex_unlock(&live_lock);
+    return out;
 }
 
 void *tp_coll_host_state(coll_comm_t *cc)

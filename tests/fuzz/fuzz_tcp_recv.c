@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int rounds = 0; posted > 0 && rounds < 1000000; rounds++) {
         fuzz_feed(fds[1], stream, len, &off);
         int moved;
-        tp_status_t s = tcp_progress(&st, 0, &moved);
+        tp_status_t s = tcp_progress(&st, &moved);
         if (s != TP_OK || conns[1].recv_head == NULL) break;
         size_t now = progress_mark(&conns[1], x, posted);
         stalls = off == len && now == mark ? stalls + 1 : 0;
