@@ -146,18 +146,21 @@ stream() {
 }
 ppid_of() { local stat; read -r stat 2>/dev/null <"/proc/$1/stat" && set -- ${stat##*) } && echo "$2"; }
 
-# Two streams at once: a SIGSTOP run mostly waits for the heartbeat timeout, with its ranks blocked.
+# Four streams at once: a run mostly waits (for processes to start, for the heartbeat timeout of a stopped rank),
+# so the runs of one stream fill another's waits.
 t0=$SECONDS
-stream kill "torch KILL fatal" "torch KILL return" "tprun KILL fatal" "tprun KILL return" >"$TEST_DIR/kill.log" 2>&1 &
-kills=$!
-STARTED_PIDS+=($kills)
-stream stop "torch STOP fatal" "torch STOP return" "tprun STOP fatal" "tprun STOP return" >"$TEST_DIR/stop.log" 2>&1 &
-stops=$!
-STARTED_PIDS+=($stops)
-wait_status $kills
-fails=$((fails + ST))
-wait_status $stops
-fails=$((fails + ST))
-cat "$TEST_DIR/kill.log" "$TEST_DIR/stop.log"
+streams=()
+for launch in torch tprun; do
+    for sig in KILL STOP; do
+        stream "$launch-$sig" "$launch $sig fatal" "$launch $sig return" >"$TEST_DIR/$launch-$sig.log" 2>&1 &
+        streams+=($!)
+        STARTED_PIDS+=($!)
+    done
+done
+for s in "${streams[@]}"; do
+    wait_status "$s"
+    fails=$((fails + ST))
+done
+cat "$TEST_DIR"/*.log
 echo "fate_cause: 8 cases of $RUNS runs in $((SECONDS - t0)) s"
 finish

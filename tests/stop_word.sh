@@ -116,9 +116,9 @@ one_launch() {
     name="$l, $t: split"
     stopped_job "$name" "$l" split 100
     has "rank 1 did not stop after 100" "\[1\] engine: rank 1: stopped after 100 requests: rank 0 $STOP broadcast call 100 on comm ([0-9]+)"$'\n'
-    local c1=${BASH_REMATCH[2]}
+    local c1=${BASH_REMATCH[2]:-}
     has "rank 3 did not stop after 200" "\[3\] engine: rank 3: stopped after 200 requests: rank 2 $STOP broadcast call 200 on comm ([0-9]+)"$'\n'
-    local c3=${BASH_REMATCH[2]}
+    local c3=${BASH_REMATCH[2]:-}
     [ -z "$BAD" ] && { [ "$c1" = 0 ] || [ "$c3" = 0 ] || [ "$c1" = "$c3" ]; } && bad "comm ids $c1 and $c3"
     verdict "$name"
 
