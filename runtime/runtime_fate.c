@@ -11,8 +11,8 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +28,19 @@
 #include "runtime_wire.h"
 
 #define FATE_CALLBACKS_MAX 64
-#define FATE_MSG_MAX 4096
-#define FATE_BYE_MAX (256 * 1024) /* a BYE carries the rank's call counts per comm (tp_coll_stop_table) */
-#define STOP_RELAY_NS 1000000  /* rank 0 sends finalize news this long after it changed, so a clean finalize sends none */
+#define FATE_MSG_MAX       4096
+#define FATE_BYE_MAX       (256 * 1024) /* a BYE carries the rank's call counts per comm (tp_coll_stop_table) */
+/* Rank 0 sends finalize news this long after it changed, so a clean finalize (every rank at once) sends none. */
+#define STOP_RELAY_NS 1000000
 #define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
 
 typedef struct fate_peer {
     int fd;
-    int pidfd;     /* the peer's process, when it runs on this kernel: its death is seen without a relay */
+    int pidfd;        /* the peer's process, when it runs on this kernel: its death is seen without a relay */
     int64_t ended_at; /* its process ended and nothing says why yet: blamed if nothing does in time */
-    int bye;       /* it called tp_finalize */
-    int relayed;   /* rank 0: its finalize news went to the ranks still in their calls */
-    char *table;   /* rank 0: what it reported with its BYE */
+    int bye;          /* it called tp_finalize */
+    int relayed;      /* rank 0: its finalize news went to the ranks still in their calls */
+    char *table;      /* rank 0: what it reported with its BYE */
     int64_t last_rx;
     tp_msg_reader_t reader;
 } fate_peer_t;
@@ -58,6 +59,7 @@ static struct {
     int wake_fd;
     int reported, report_pending; /* a transport or a call reported a failure (the first report is the one taken) */
     int report_rank;
+    tp_status_t report_status;
     char report_reason[FATE_MSG_MAX];
     int finalize_requested;
     const char *finalize_table; /* this rank's call counts, sent with its BYE */
@@ -69,15 +71,21 @@ static struct {
     /* the verdict: the job's first failure as rank 0 decided it (under lock; verdict set once) */
     atomic_int verdict;
     tp_failure_t failure;
+    tp_status_t failure_status; /* what calls return: TP_ERR_PEER_FAILED, or TP_ERR_DESYNC / TP_ERR_PROTOCOL */
     char failure_host[TP_HOST_MAX];
     char failure_reason[FATE_MSG_MAX];
     pthread_cond_t verdict_cond;
-    int suspect;          /* a non-zero rank: the rank it reported to rank 0, -1 when none */
+    int suspect; /* a non-zero rank: the rank it reported to rank 0, -1 when none */
+    tp_status_t suspect_status;
     char suspect_reason[FATE_MSG_MAX];
     int64_t suspect_until; /* when it stops waiting for rank 0's verdict and decides itself */
     int64_t relay_at;      /* rank 0: when finalize news goes out, 0 when none is due */
-} fate = {.lock = PTHREAD_MUTEX_INITIALIZER, .done_cond = PTHREAD_COND_INITIALIZER,
-          .verdict_cond = PTHREAD_COND_INITIALIZER, .wake_fd = -1, .report_rank = -1, .suspect = -1};
+} fate = {.lock = PTHREAD_MUTEX_INITIALIZER,
+          .done_cond = PTHREAD_COND_INITIALIZER,
+          .verdict_cond = PTHREAD_COND_INITIALIZER,
+          .wake_fd = -1,
+          .report_rank = -1,
+          .suspect = -1};
 
 tp_status_t tp_fate_register(tp_fate_fn fn, void *arg)
 {
@@ -102,12 +110,15 @@ static void wake(void)
     }
 }
 
-void tp_fate_report(int world_rank, const char *reason)
+void tp_fate_report(int world_rank, const char *reason) { tp_fate_blame(world_rank, TP_ERR_PEER_FAILED, reason); }
+
+void tp_fate_blame(int world_rank, tp_status_t status, const char *reason)
 {
     pthread_mutex_lock(&fate.lock);
     if (!fate.reported && fate.running) {
         fate.reported = fate.report_pending = 1;
         fate.report_rank = world_rank;
+        fate.report_status = status;
         snprintf(fate.report_reason, sizeof(fate.report_reason), "%s", reason);
     }
     pthread_mutex_unlock(&fate.lock);
@@ -133,19 +144,20 @@ static void fate_die(const tp_failure_t *f)
 {
     if (atomic_exchange(&fate.dying, 1)) return;
     int n = fate.num_callbacks;
-    tp_log(TP_LOG_ERROR, "fate", "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting "
-           "with status %d", f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s",
-           TP_EXIT_PEER_FAILED);
+    tp_log(TP_LOG_ERROR, "fate",
+           "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting "
+           "with status %d",
+           f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s", TP_EXIT_PEER_FAILED);
     run_callbacks(f);
     flush_stream(stdout);
     flush_stream(stderr);
     _exit(TP_EXIT_PEER_FAILED);
 }
 
-static void send_fail(int fd, const tp_failure_t *f)
+static void send_fail(int fd, const tp_failure_t *f, tp_status_t status)
 {
     char buf[FATE_MSG_MAX];
-    int n = snprintf(buf, sizeof(buf), "%d\n%d\n%s\n%s", f->rank, (int)f->pid, f->host, f->reason);
+    int n = snprintf(buf, sizeof(buf), "%d\n%d\n%s\n%d\n%s", f->rank, (int)f->pid, f->host, (int)status, f->reason);
     if (n >= (int)sizeof(buf)) n = (int)sizeof(buf) - 1;
     tp_wire_send_msg(fd, TP_MSG_FAIL, buf, (size_t)n, tp_now_ns() + 100000000);
 }
@@ -171,7 +183,7 @@ static void quiesce_connections(void)
  * on it; then this rank exits (fatal) or runs the callbacks and lets its calls return it (TP_ERRORS=return).
  * Returns only in return mode.
  */
-static void decide(int rank, const char *reason)
+static void decide_status(int rank, tp_status_t status, const char *reason)
 {
     tp_world_t *w = fate.world;
     pthread_mutex_lock(&fate.lock);
@@ -182,42 +194,48 @@ static void decide(int rank, const char *reason)
     int known = rank >= 0 && rank < w->size;
     snprintf(fate.failure_host, sizeof(fate.failure_host), "%s", known ? w->peers[rank].host : "");
     snprintf(fate.failure_reason, sizeof(fate.failure_reason), "%s", reason);
-    fate.failure = (tp_failure_t){.rank = rank, .host = fate.failure_host, .pid = known ? w->peers[rank].pid : 0,
-                                  .reason = fate.failure_reason};
+    fate.failure = (tp_failure_t){
+        .rank = rank, .host = fate.failure_host, .pid = known ? w->peers[rank].pid : 0, .reason = fate.failure_reason};
+    fate.failure_status =
+        tp_status_scope(status) >= TP_SCOPE_PEER && status != TP_STOPPED ? status : TP_ERR_PEER_FAILED;
     atomic_store(&fate.verdict, 1);
     pthread_cond_broadcast(&fate.verdict_cond);
     pthread_mutex_unlock(&fate.lock);
     if (w->rank == 0)
         for (int r = 1; r < w->size; r++)
-            if (fate.peers[r].fd >= 0) send_fail(fate.peers[r].fd, &fate.failure);
+            if (fate.peers[r].fd >= 0) send_fail(fate.peers[r].fd, &fate.failure, fate.failure_status);
     if (!fate.errors_return) {
         quiesce_connections();
         fate_die(&fate.failure);
     }
     const tp_failure_t *f = &fate.failure;
     int n = fate.num_callbacks;
-    tp_log(TP_LOG_ERROR, "fate", "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s; calls return "
-           "the failure (TP_ERRORS=return)", f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n,
-           n == 1 ? "" : "s");
+    tp_log(TP_LOG_ERROR, "fate",
+           "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s; calls return "
+           "the failure (TP_ERRORS=return)",
+           f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s");
     run_callbacks(f);
     tp_stop_wake_failed();
 }
+
+static void decide(int rank, const char *reason) { decide_status(rank, TP_ERR_PEER_FAILED, reason); }
 
 /*
  * What this rank saw: rank 0 decides at once; another rank tells rank 0 and waits for its verdict (which names the
  * first failure rank 0 learned of), deciding itself only if none comes within the heartbeat timeout. A suspicion of
  * rank 0 itself waits for rank 0's connection: a verdict it sent comes before its end.
  */
-static void suspect(int rank, const char *reason, int64_t now)
+static void suspect(int rank, tp_status_t status, const char *reason, int64_t now)
 {
     tp_world_t *w = fate.world;
     if (atomic_load(&fate.verdict)) return;
     if (w->rank == 0) {
-        decide(rank, reason);
+        decide_status(rank, status, reason);
         return;
     }
     if (fate.suspect >= 0) return; /* rank 0 has it: its verdict covers this too */
     fate.suspect = rank;
+    fate.suspect_status = status;
     snprintf(fate.suspect_reason, sizeof(fate.suspect_reason), "%s", reason);
     fate.suspect_until = now + fate.timeout_ns;
     tp_failure_t f = {.rank = rank, .host = "", .pid = 0, .reason = reason};
@@ -225,7 +243,7 @@ static void suspect(int rank, const char *reason, int64_t now)
         f.host = w->peers[rank].host;
         f.pid = w->peers[rank].pid;
     }
-    if (rank != 0 && fate.peers[0].fd >= 0) send_fail(fate.peers[0].fd, &f);
+    if (rank != 0 && fate.peers[0].fd >= 0) send_fail(fate.peers[0].fd, &f, status);
 }
 
 /* A FAIL message: from rank 0 it is the verdict; at rank 0, another rank's suspicion. */
@@ -233,21 +251,23 @@ static void on_fail_msg(int from, char *payload, int64_t now)
 {
     char *save = NULL;
     char *rank_s = strtok_r(payload, "\n", &save), *pid_s = strtok_r(NULL, "\n", &save);
-    char *host = strtok_r(NULL, "\n", &save), *reason = strtok_r(NULL, "", &save);
+    char *host = strtok_r(NULL, "\n", &save), *status_s = strtok_r(NULL, "\n", &save);
+    char *reason = strtok_r(NULL, "", &save);
     int rank = rank_s ? atoi(rank_s) : -2;
     if (rank < -1 || rank >= fate.world->size || reason == NULL) {
-        suspect(from, "sent a malformed failure report", now);
+        suspect(from, TP_ERR_PROTOCOL, "sent a malformed failure report", now);
         return;
     }
     (void)pid_s;
     (void)host;
+    tp_status_t status = (tp_status_t)atoi(status_s); /* decide_status keeps only a peer- or job-scope one */
     if (fate.world->rank != 0) {
-        decide(rank, reason);
+        decide_status(rank, status, reason);
         return;
     }
     char why[FATE_MSG_MAX + 64];
     snprintf(why, sizeof(why), "%s (reported by rank %d)", reason, from);
-    decide(rank, from == rank ? reason : why);
+    decide_status(rank, status, from == rank ? reason : why);
 }
 
 static void broadcast(tp_msg_type_t type)
@@ -360,7 +380,8 @@ static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int f
         p->pidfd = -1;
         if (finalizing || p->bye) continue;
         if (st < 0 || teardown_signal(st)) p->ended_at = now;
-        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)) suspect(r, ENDED_WITHOUT_FINALIZE, now);
+        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED))
+            suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
     }
 }
 
@@ -375,7 +396,7 @@ static int service_peer(int r, int64_t now)
         if (rr == TP_READ_EOF) {
             close(p->fd);
             p->fd = -1;
-            if (p->bye) return 0; /* it finished its work and called tp_finalize */
+            if (p->bye) return 0;              /* it finished its work and called tp_finalize */
             decide(r, ENDED_WITHOUT_FINALIZE); /* its own connection: nobody else can say more */
             return 0;
         }
@@ -431,7 +452,7 @@ static void *fate_main(void *arg)
             char reason[FATE_MSG_MAX + 80];
             snprintf(reason, sizeof(reason), "%s (rank 0 did not confirm it within %g s)", fate.suspect_reason,
                      (double)fate.timeout_ns / 1e9);
-            decide(fate.suspect, reason);
+            decide_status(fate.suspect, fate.suspect_status, reason);
             break;
         }
         int64_t until = earliest(earliest(next_hb, fate.relay_at), fate.suspect >= 0 ? fate.suspect_until : 0);
@@ -442,7 +463,7 @@ static void *fate_main(void *arg)
             fate_peer_t *p = &fate.peers[r];
             if (r == w->rank) continue;
             if (p->ended_at != 0 && !(sent_bye || finalizing)) {
-                if (now - p->ended_at >= fate.timeout_ns) suspect(r, ENDED_WITHOUT_FINALIZE, now);
+                if (now - p->ended_at >= fate.timeout_ns) suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
                 until = earliest(until, p->ended_at + fate.timeout_ns);
             }
             if (p->pidfd >= 0) {
@@ -467,8 +488,7 @@ static void *fate_main(void *arg)
         now = tp_now_ns();
         /* Messages first: a FAIL names the cause, and arrives before its sender's own end is visible. */
         for (int i = 1; rc > 0 && i < n; i++)
-            if (pfd[i].revents && who[i] >= 0 && fate.peers[who[i]].fd >= 0 && service_peer(who[i], now))
-                goto finished;
+            if (pfd[i].revents && who[i] >= 0 && fate.peers[who[i]].fd >= 0 && service_peer(who[i], now)) goto finished;
         if (rc > 0 && !atomic_load(&fate.verdict)) on_peer_exits(pfd, who, n, sent_bye || finalizing, now);
         if (rc > 0 && pfd[0].revents && !atomic_load(&fate.verdict)) {
             uint64_t v;
@@ -476,13 +496,14 @@ static void *fate_main(void *arg)
             }
             pthread_mutex_lock(&fate.lock);
             int rank = fate.report_rank, pending = fate.report_pending;
+            tp_status_t status = fate.report_status;
             char reason[FATE_MSG_MAX];
             snprintf(reason, sizeof(reason), "%s", fate.report_reason);
             fate.report_pending = 0;
             finalizing = fate.finalize_requested;
             const char *table = fate.finalize_table;
             pthread_mutex_unlock(&fate.lock);
-            if (pending) suspect(rank, reason, now);
+            if (pending) suspect(rank, status, reason, now);
             if (finalizing && w->rank == 0 && !fate.peers[0].bye) on_bye(0, table, now);
             if (finalizing && w->rank != 0 && !sent_bye && !atomic_load(&fate.verdict)) {
                 tp_wire_send_msg(fate.peers[0].fd, TP_MSG_BYE, table, table != NULL ? strlen(table) : 0,
@@ -548,7 +569,7 @@ tp_status_t tp_fate_start(tp_world_t *w)
     return TP_OK;
 }
 
-int tp_fate_failed(void) { return atomic_load(&fate.verdict); }
+tp_status_t tp_fate_failed(void) { return atomic_load(&fate.verdict) ? fate.failure_status : TP_OK; }
 
 int tp_fate_failure(tp_failure_t *out)
 {
@@ -585,7 +606,7 @@ tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
     const tp_failure_t *f = &fate.failure;
     tp_log_status(TP_LOG_DEBUG, "fate", "%s: peer rank %d (host %s, pid %d) failed: %s", fn, f->rank, f->host,
                   (int)f->pid, f->reason);
-    return tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED ? s : TP_ERR_PEER_FAILED;
+    return fate.failure_status;
 }
 
 tp_status_t tp_fate_finalize(tp_world_t *w, const char *table)

@@ -86,7 +86,7 @@ int tp_stop_news(const char *news, int size)
 uint64_t tp_stop_gen(void) { return atomic_load(&stop.gen); }
 
 /* In r's table: its call count on comm_id (*calls), and with peer >= 0 its point-to-point counts with that world
- * rank (0 when none); returns 0 when the comm is not in it (r destroyed it: it makes no more calls on it). */
+ * rank (0 when none); returns 0 when the comm is not in it (its counts did not fit in memory: nothing is known). */
 static int table_counts(const char *table, uint32_t comm_id, int peer, uint64_t *calls, uint64_t *sent,
                         uint64_t *received)
 {
@@ -114,7 +114,7 @@ static int table_counts(const char *table, uint32_t comm_id, int peer, uint64_t 
 static int blocks(const char *table, const tp_comm_t *comm, const tp_stop_call_t *call, int me)
 {
     uint64_t calls, sent, received;
-    if (!table_counts(table, comm->comm_id, call->peer >= 0 ? me : -1, &calls, &sent, &received)) return 1;
+    if (!table_counts(table, comm->comm_id, call->peer >= 0 ? me : -1, &calls, &sent, &received)) return 0;
     if (call->peer < 0) return calls <= call->index;
     /* it sent this rank `sent` messages and received `received` from it: the ones this rank waits for never come */
     return (call->recvs && sent <= call->recv_index) || (call->sends && received <= call->send_index);

@@ -50,12 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conns[1].fd = conns[1].sfd = fds[0];
     conns[1].peer = 1;
     conns[1].rx = malloc(TCP_RX_BYTES);
-    struct pollfd pfds[4];
-    tcp_state_t st = {.env = {.rank = 0, .size = 2, .part_bytes = part_bytes},
-                      .listen_fd = -1,
-                      .conns = conns,
-                      .size = 2,
-                      .pfds = pfds};
+    tcp_state_t st = {
+        .env = {.rank = 0, .size = 2, .part_bytes = part_bytes}, .listen_fd = -1, .conns = conns, .size = 2};
     tp_xfer_t x[MAX_RECVS];
     memset(x, 0, sizeof(x));
     int posted = 0;
