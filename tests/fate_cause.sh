@@ -80,7 +80,7 @@ run_tprun() {
     STARTED_PIDS+=($tp)
     ready_read $N $tp || bad "ranks never got ready"
     local vpid=${READY_PIDS[$V]:-0}
-    [ -n "$BAD" ] || kill "-$sig" "$vpid"
+    if [ -n "$BAD" ]; then kill -TERM $tp; else kill "-$sig" "$vpid"; fi
     wait_status $tp
     local want_tp=137 want_first="rank $V \(host [^,]*, pid $vpid\) killed by signal 9"
     [ "$sig" = STOP ] && want_tp=70 want_first="rank $V \(host [^,]*, pid $vpid\) stopped answering"

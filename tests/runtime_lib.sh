@@ -84,15 +84,18 @@ ready_fifo() {
     mkfifo "$1" && exec 3<>"$1"
 }
 ready_read() {
-    local n=$1 word r pid got=0 t
+    local n=$1 line part= got=0 t pid
     shift
     READY_PIDS=()
     for ((t = 0; t < 60; t++)); do
-        while [ $got -lt "$n" ] && read -r -t 1 -u 3 word r pid; do
-            [ "$word" = ready ] || return 1
-            READY_PIDS[r]=$pid
+        # A timeout may cut a line that is being read (on a loaded machine): its start is kept for the next read.
+        while [ $got -lt "$n" ] && read -r -t 1 -u 3 line; do
+            line=$part$line part=
+            [[ $line =~ ^ready\ ([0-9]+)\ ([0-9]+)$ ]] || return 1
+            READY_PIDS[BASH_REMATCH[1]]=${BASH_REMATCH[2]}
             got=$((got + 1))
         done
+        part+=$line
         [ $got -ge "$n" ] && return 0
         for pid in "$@"; do alive "$pid" || return 1; done # a rank (or the launcher) ended before all were ready
     done
