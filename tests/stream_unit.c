@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll_dispatch.h"
 #include "cuda_device.h"
 #include "host_stream.h"
 #include "runtime_devices.h"
@@ -179,6 +180,53 @@ static void test_driver(tp_device_kind_t kind, const char *expect)
           "the same answer again: %s", tp_last_error());
 }
 
+/* Against tests/fake_libcuda.c in mode "ok": a CUDA stream and device memory without a GPU, and the dispatcher's
+ * refusal of every mismatch between a call's buffers and its stream. */
+static void test_fake_cuda(void)
+{
+    tp_stream_t *cs = NULL, *hs = NULL;
+    CHECK(tp_stream_create(TP_DEVICE_CUDA, NULL, &cs) == TP_OK && cs->kind == TP_DEVICE_CUDA &&
+              cs->dev == &tp_cuda_device_ops && cs->priv != NULL && !cs->owned,
+          "a CUDA stream on the fake driver: %s", tp_last_error());
+    CHECK(tp_stream_create(TP_DEVICE_HOST, NULL, &hs) == TP_OK, "a host stream");
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    char *arena = lib != NULL ? dlsym(lib, "fake_cuda_arena") : NULL;
+    int *calls = lib != NULL ? dlsym(lib, "fake_cuda_calls") : NULL;
+    CHECK(arena != NULL && calls != NULL, "the fake driver is the one loaded");
+    if (cs == NULL || arena == NULL || calls == NULL) return;
+    char host[64];
+    tp_mem_type_t ty = TP_MEM_HOST;
+    CHECK(tp_device_of(arena + 8, &ty) == &tp_cuda_device_ops && ty == TP_MEM_CUDA, "device memory is CUDA's");
+    CHECK(tp_device_of(host, &ty) == &tp_host_device_ops && ty == TP_MEM_HOST, "a host buffer stays the host's");
+    coll_comm_t cc = {.n = 1, .ops = {&tp_host_coll_ops}, .state = {NULL}};
+    void *state;
+    tp_coll_args_t a = {.call = TP_CALL_ALL_REDUCE};
+    CHECK(tp_coll_choose(&cc, "t", &a, arena, arena + 64, &state) == NULL &&
+              strstr(tp_last_error(), "t: the buffers are cuda device memory (device cuda) and stream is NULL"),
+          "device memory with no stream: %s", tp_last_error());
+    a = (tp_coll_args_t){.call = TP_CALL_ALL_REDUCE, .stream = hs};
+    CHECK(tp_coll_choose(&cc, "t", &a, arena, arena + 64, &state) == NULL &&
+              strstr(tp_last_error(), "the stream is a host stream: pass a cuda stream"),
+          "device memory with a host stream: %s", tp_last_error());
+    a = (tp_coll_args_t){.call = TP_CALL_ALL_REDUCE, .stream = cs};
+    CHECK(tp_coll_choose(&cc, "t", &a, host, host + 32, &state) == NULL &&
+              strstr(tp_last_error(), "the buffers are host memory and the stream is a cuda stream"),
+          "host memory with a CUDA stream: %s", tp_last_error());
+    a = (tp_coll_args_t){.call = TP_CALL_ALL_REDUCE, .stream = cs};
+    CHECK(tp_coll_choose(&cc, "t", &a, arena, arena + 64, &state) == NULL &&
+              strstr(tp_last_error(), "no collective provider takes cuda memory"),
+          "device memory with its stream passes the stream check: %s", tp_last_error());
+    const tp_device_ops_t *d = &tp_cuda_device_ops;
+    memcpy(arena, "abcdefg", 8);
+    CHECK(d->stream_write64(cs, arena + 64, 1) == TP_OK && d->stream_wait64(cs, arena + 64, 1) == TP_OK &&
+              d->stream_capturing(cs) == 0 && d->copy(arena + 128, arena, 8, cs) == TP_OK,
+          "stream ops reach the driver");
+    CHECK(calls[0] == 1 && calls[1] == 1 && calls[3] == 1 && calls[2] == 1 && strcmp(arena + 128, "abcdefg") == 0,
+          "one call each (%d %d %d %d)", calls[0], calls[1], calls[2], calls[3]);
+    CHECK(d->stream_write64(hs, arena, 1) == TP_ERR_INVALID && calls[0] == 1, "a host stream never reaches the driver");
+    CHECK(tp_stream_destroy(cs) == TP_OK && tp_stream_destroy(hs) == TP_OK, "destroy");
+}
+
 static const char *absent(const char *soname, const char *msg)
 {
     void *h = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
@@ -195,7 +243,8 @@ int main(int argc, char **argv)
     test_values();
     test_events();
     test_capture_and_foreign();
-    test_driver(TP_DEVICE_CUDA, argc > 1 ? argv[1] : absent("libcuda.so.1", "no CUDA driver on this host"));
+    if (argc > 1 && strcmp(argv[1], "ok") == 0) test_fake_cuda();
+    else test_driver(TP_DEVICE_CUDA, argc > 1 ? argv[1] : absent("libcuda.so.1", "no CUDA driver on this host"));
     test_driver(TP_DEVICE_HIP, absent("libamdhip64.so", "no HIP runtime on this host"));
     printf("stream_unit: %s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
