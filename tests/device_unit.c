@@ -261,6 +261,9 @@ static void test_provider_choice(void)
     CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, hs) == TP_ERR_UNSUPPORTED && fake_calls == 1,
           "a stream no provider takes is refused before any provider");
     CHECK(tp_stream_destroy(hs) == TP_OK, "destroy the host stream");
+    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, hs) == TP_ERR_INVALID && fake_calls == 1 &&
+              strstr(tp_last_error(), "tp_all_reduce: stream") && strstr(tp_last_error(), "not a live stream"),
+          "a destroyed stream is refused by name: %s", tp_last_error());
     CHECK(tp_all_reduce(&comm, arena, host_buf, 4, TP_I32, TP_SUM, NULL) == TP_ERR_UNSUPPORTED && fake_calls == 1,
           "mixed buffers are refused before any provider");
     fake_result = TP_ERR_PEER_FAILED;
