@@ -31,6 +31,9 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
 tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b);
 /* Ends a call: a failure that reaches past this call makes the comm fail alike from now on. */
 tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s);
+/* A call without a stream, or tp_comm_split: waits until every stream call queued (coll_staged.c) ran, so the
+ * transports have one user and calls keep their order; returns an earlier stream call's failure (logged naming fn). */
+tp_status_t tp_staged_quiesce(const char *fn);
 /* The built-in host engine's state on a comm (tp_comm_split's exchange runs on it). */
 void *tp_coll_host_state(coll_comm_t *cc);
 
