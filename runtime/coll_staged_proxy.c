@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "coll_staged.h"
+#include "runtime_fate.h"
 
 int tp_stage_poll(const uint64_t *word, uint64_t value, const atomic_int *cancel, int64_t deadline_ns)
 {
@@ -211,6 +212,13 @@ static tp_status_t device_failed(plan_t *p, tp_status_t s, const char *what, siz
     return s;
 }
 
+/* The host engine failed a part (logged there): a peer's failure goes to the fate path, as a call's would. */
+static tp_status_t part_failed(plan_t *p, tp_status_t s)
+{
+    if (tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED) s = tp_fate_call_failed(s, p->fn);
+    return s;
+}
+
 static tp_status_t run_parts(plan_t *p)
 {
     tp_status_t s;
@@ -224,7 +232,7 @@ static tp_status_t run_parts(plan_t *p)
             copies(p, k + 1, 1);
             t_in = mark(p->l, &p->s);
         }
-        if ((s = host_part(p, k)) != TP_OK) return s; /* the host engine logged it; peers know of it through it */
+        if ((s = host_part(p, k)) != TP_OK) return part_failed(p, s);
         copies(p, k, 0);
         t_out = mark(p->l, &p->s);
         if (p->s != TP_OK) return device_failed(p, p->s, "queueing a copy", k);
