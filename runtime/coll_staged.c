@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "runtime_config.h"
+#include "runtime_fate.h"
 
 stage_t tp_stage = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
@@ -75,11 +76,13 @@ static void *proxy_main(void *arg)
         stage_call_t *c = &tp_stage.ring[(tp_stage.head + 1) % TP_STAGE_SLOTS];
         pthread_mutex_unlock(&tp_stage.lock);
         tp_status_t s = TP_OK;
-        /* The engine's stream may run much later: only a cancel ends this wait. */
-        if (tp_stage_poll(ready_word(c->lane, c->seq), c->seq, &c->cancelled, 0) == 1) s = tp_stage_run(c);
+        /* The engine's stream may run much later: only a cancel or the job's failure ends this wait. */
+        int ready = tp_stage_poll(ready_word(c->lane, c->seq), c->seq, &c->cancelled, 0) == 1;
+        if (ready) s = tp_stage_run(c);
+        else if (!atomic_load(&c->cancelled)) s = tp_fate_failed();
         pthread_mutex_lock(&tp_stage.lock);
         if (s != TP_OK) {
-            fail_locked(s, tp_last_error());
+            fail_locked(s, ready ? tp_last_error() : "the job failed before a queued call's stream reached it");
             continue;
         }
         __atomic_store_n(done_word(c->lane, c->seq), c->seq, __ATOMIC_RELEASE);

@@ -69,7 +69,8 @@ extern const tp_coll_ops_t tp_staged_coll_ops;
 
 /* The proxy's side (coll_staged_proxy.c): runs one call whose stream reached it, in parts of TP_PART_BYTES. */
 tp_status_t tp_stage_run(stage_call_t *c);
-/* Polls a word device work writes until it is >= value, cancel is set, or deadline (0: none) passes: 1, 0, -1. */
+/* Polls a word device work writes until it is >= value (1), cancel is set or, with cancel, the job failed (0), or
+ * deadline (0: none) passes (-1). */
 int tp_stage_poll(const uint64_t *word, uint64_t value, const atomic_int *cancel, int64_t deadline_ns);
 /* Whether every copy queued on the lane's stream landed within TP_STAGE_TIMEOUT (a tick queued behind them ran). */
 int tp_stage_copies_landed(stage_lane_t *lane);

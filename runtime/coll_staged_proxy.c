@@ -18,7 +18,7 @@ int tp_stage_poll(const uint64_t *word, uint64_t value, const atomic_int *cancel
         for (int i = 0; i < 64; i++)
             if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= value) return 1;
         int64_t now = tp_now_ns();
-        if (cancel != NULL && atomic_load(cancel)) return 0;
+        if (cancel != NULL && (atomic_load(cancel) || tp_fate_failed() != TP_OK)) return 0;
         if (deadline_ns != 0 && now >= deadline_ns) return -1;
         if (now - start < tp_stage.spin_ns) continue;
         struct timespec ts = {0, nap}; /* idle: a device write is not a wakeup, so poll at a growing interval */

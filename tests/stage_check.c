@@ -234,15 +234,22 @@ static void on_fate(const tp_failure_t *f, void *arg)
 static void run_abort(tp_comm_t *w)
 {
     float a[64] = {0}, b[64];
-    if (tp_barrier(w) != TP_OK) FAIL("abort: barrier");
-    if (me == 0) raise(SIGKILL);
-    signal(SIGTERM, SIG_IGN); /* tprun ends the job when rank 0 dies: this rank's own fate path is what is tested */
+    tp_peer_info_t zero;
+    if (tp_comm_peer(w, 0, &zero) != TP_OK) FAIL("abort: rank 0's pid");
+    if (me == 0)
+        for (;;) pause(); /* rank 1 kills it once its streams are set */
     if (tp_stream_create(TP_DEVICE_HOST, NULL, &held) != TP_OK) FAIL("abort: a second stream");
     tp_host_stream_hold(held, 1);
     expect("abort: queued on the held stream", tp_all_reduce(w, a, b, 64, TP_F32, TP_SUM, held), TP_OK, NULL);
     expect("abort: queued on the running stream", tp_all_reduce(w, a, b, 64, TP_F32, TP_SUM, st), TP_OK, NULL);
     fflush(stdout);
-    for (;;) pause(); /* fate ends this rank */
+    signal(SIGTERM, SIG_IGN); /* tprun ends the job when rank 0 dies: this rank's own fate path is what is tested */
+    kill(zero.pid, SIGKILL);
+    if (getenv("TP_ERRORS") == NULL || strcmp(getenv("TP_ERRORS"), "return") != 0)
+        for (;;) pause(); /* fate ends this rank */
+    /* TP_ERRORS=return: the stream drains, the next call returns the failure, tp_finalize ends the held call */
+    expect("abort: the waiting stream drained", sync_stream(st), TP_OK, NULL);
+    expect("abort: the next call", tp_all_reduce(w, a, b, 64, TP_F32, TP_SUM, st), TP_ERR_PEER_FAILED, "rank 0");
 }
 
 int main(int argc, char **argv)
@@ -260,7 +267,9 @@ int main(int argc, char **argv)
         fault_mode = strcmp(mode, "fail") == 0 ? 1 : 2;
         tp_device_add(&faulty);
     }
-    if (strcmp(mode, "abort") == 0) tp_fate_register(on_fate, NULL);
+    const char *errors = getenv("TP_ERRORS");
+    if (strcmp(mode, "abort") == 0 && (errors == NULL || strcmp(errors, "return") != 0))
+        tp_fate_register(on_fate, NULL);
     tp_comm_t *w;
     if (tp_init(NULL, &w) != TP_OK) return 1;
     me = tp_comm_rank(w);
@@ -291,7 +300,7 @@ int main(int argc, char **argv)
         sync_stream(st);
     }
     tp_status_t s = tp_finalize(w);
-    if (s != TP_OK) FAIL("tp_finalize: %s", tp_status_string(s));
+    if (s != TP_OK && strcmp(mode, "abort") != 0) FAIL("tp_finalize: %s", tp_status_string(s));
     if (me == 0 || strcmp(mode, "all") != 0)
         printf("stage_check %s: %d ranks, part %zu bytes: %s\n", mode, n, part, failures ? "FAILED" : "all match");
     tp_stream_destroy(st);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The staging provider over host streams: every stream call against the host engine at 1-4 ranks, whole and in
 # parts; calls on a held stream; capture refusal; a stream that is not one; device copies that fail or never finish;
-# a peer's death while a stream waits on a done word.
+# a peer's death while a stream waits on a done word (fatal, and TP_ERRORS=return).
 set -u
 TPRUN=${TPRUN:-./tprun}
 PROG=./tests/stage_check
@@ -38,4 +38,9 @@ for mode in fail hang; do
 done
 run 137 2 --grace 20 $PROG abort && { echo "$out" | grep -q "^rank 1: fate: rank 0 failed; the waiting stream drained" \
     && echo "ok: abort: the stream waiting on a done word drained" || { fail "abort: no drain"; echo "$out" | tail; }; }
+# TP_ERRORS=return: the stream drains, the next call returns the failure naming rank 0, tp_finalize ends
+TP_ERRORS=return run 137 2 --grace 20 $PROG abort && {
+    echo "$out" | grep -q "^rank 1: abort: the next call: a peer failed: tp_all_reduce: peer rank 0 " \
+        && echo "ok: abort (TP_ERRORS=return): the stream drained, the next call names rank 0" \
+        || { fail "abort (TP_ERRORS=return)"; echo "$out" | tail; }; }
 [ "$fails" -eq 0 ]
