@@ -234,7 +234,11 @@ static tp_status_t stage_comm_create(tp_comm_t *comm, void **state)
     return TP_OK;
 }
 
-/* Waits for the comm's calls up to TP_STAGE_TIMEOUT; those whose streams never reached them are cancelled. */
+/* Queued calls of sc (NULL: of every comm), each comm's counted by its own state. */
+static int queued_of(const stage_comm_t *sc) { return sc != NULL ? sc->queued : (int)(tp_stage.tail - tp_stage.head); }
+
+/* Waits for sc's calls (NULL: every comm's) up to TP_STAGE_TIMEOUT; those whose streams never reached them are
+ * cancelled: their done words are set, so the streams go on without the data. */
 static void drain_locked(stage_comm_t *sc)
 {
     struct timespec until;
@@ -243,15 +247,27 @@ static void drain_locked(stage_comm_t *sc)
     until.tv_sec += (time_t)(ns / 1000000000);
     until.tv_nsec = (long)(ns % 1000000000);
     int rc = 0;
-    while (sc->queued > 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&tp_stage.cond, &tp_stage.lock, &until);
-    if (sc->queued == 0) return;
+    while (queued_of(sc) > 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&tp_stage.cond, &tp_stage.lock, &until);
+    int left = queued_of(sc);
+    if (left == 0) return;
+    char which[32] = "every comm";
+    if (sc != NULL) snprintf(which, sizeof(which), "comm %u", sc->comm->comm_id);
     tp_log(TP_LOG_ERROR, "stage",
-           "comm %u ends with %d stream call%s that its streams did not reach within TP_STAGE_TIMEOUT (%.1f s): "
+           "%s ends with %d stream call%s that its streams did not reach within TP_STAGE_TIMEOUT (%.1f s): "
            "cancelled, their streams go on without the data",
-           sc->comm->comm_id, sc->queued, sc->queued == 1 ? "" : "s", (double)tp_stage.timeout_ns / 1e9);
+           which, left, left == 1 ? "" : "s", (double)tp_stage.timeout_ns / 1e9);
     for (uint64_t q = tp_stage.head + 1; q <= tp_stage.tail; q++)
-        if (tp_stage.ring[q % TP_STAGE_SLOTS].sc == sc) atomic_store(&tp_stage.ring[q % TP_STAGE_SLOTS].cancelled, 1);
-    while (sc->queued > 0) pthread_cond_wait(&tp_stage.cond, &tp_stage.lock);
+        if (sc == NULL || tp_stage.ring[q % TP_STAGE_SLOTS].sc == sc)
+            atomic_store(&tp_stage.ring[q % TP_STAGE_SLOTS].cancelled, 1);
+    while (queued_of(sc) > 0) pthread_cond_wait(&tp_stage.cond, &tp_stage.lock);
+}
+
+void tp_staged_drain(void)
+{
+    if (!atomic_load_explicit(&tp_stage.active, memory_order_acquire)) return;
+    pthread_mutex_lock(&tp_stage.lock);
+    drain_locked(NULL);
+    pthread_mutex_unlock(&tp_stage.lock);
 }
 
 /* At the world's end: stops the proxy; frees each lane's stream and slab once its copies are known to have landed.

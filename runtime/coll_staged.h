@@ -66,7 +66,6 @@ extern const char *const tp_stage_call_names[TP_CALLS];
 /* The staging provider (coll_staged.c). */
 extern const tp_coll_ops_t tp_staged_coll_ops;
 
-
 /* The proxy's side (coll_staged_proxy.c): runs one call whose stream reached it, in parts of TP_PART_BYTES. */
 tp_status_t tp_stage_run(stage_call_t *c);
 /* Polls a word device work writes until it is >= value (1), cancel is set or, with cancel, the job failed (0), or

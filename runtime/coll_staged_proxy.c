@@ -65,7 +65,7 @@ typedef struct plan {
     const tp_coll_args_t *a;
     const char *fn;
     int me, n;
-    size_t es, pe, set_bytes, nparts;
+    size_t es, pe, width, set_bytes, nparts; /* width: elements of one block's slot in a part set */
     size_t *pcounts, *pdisp, *disp; /* gatherv: this part's counts and offsets in the slab; the caller's offsets */
     tp_status_t s;                  /* the first failed copy queued */
 } plan_t;
@@ -111,7 +111,7 @@ static void copies(plan_t *p, size_t k, int in)
     case TP_CALL_RECV:
         if (!in) copy(p, k, 0, recv + off, 0, b);
         break;
-    case TP_CALL_EXCHANGE: copy(p, k, in, in ? (uint8_t *)send + off : recv + off, in ? 0 : p->pe * es, b); break;
+    case TP_CALL_EXCHANGE: copy(p, k, in, in ? (uint8_t *)send + off : recv + off, in ? 0 : p->width * es, b); break;
     case TP_CALL_ALL_GATHER: {
         size_t blk = a->count * es;
         if (in) copy(p, k, 1, (uint8_t *)send + off, (size_t)p->me * b, b);
@@ -164,7 +164,7 @@ static tp_status_t host_part(plan_t *p, size_t k)
     case TP_CALL_BROADCAST: return o->broadcast(hs, &h);
     case TP_CALL_SEND: return o->send(hs, &h);
     case TP_CALL_RECV: return o->recv(hs, &h);
-    case TP_CALL_EXCHANGE: h.recv = set + p->pe * es; return o->exchange(hs, &h);
+    case TP_CALL_EXCHANGE: h.recv = set + p->width * es; return o->exchange(hs, &h);
     case TP_CALL_ALL_GATHER: h.send = set + (size_t)p->me * ck * es; return o->all_gather(hs, &h);
     case TP_CALL_ALL_GATHERV:
         gatherv_part(p, k);
@@ -254,7 +254,6 @@ tp_status_t tp_stage_run(stage_call_t *c)
                 .es = tp_dtype_size(c->a.dtype)};
     size_t pb = comm->world->part_bytes, most = c->a.count;
     p.pe = pb / p.es > 0 ? pb / p.es : 1;
-    p.set_bytes = (size_t)(p.n > 2 ? p.n : 2) * p.pe * p.es;
     if (c->a.call == TP_CALL_ALL_GATHERV) {
         p.pcounts = calloc(3 * (size_t)p.n, sizeof(size_t));
         if (p.pcounts == NULL) return TP_ERR_NO_MEMORY;
@@ -269,6 +268,8 @@ tp_status_t tp_stage_run(stage_call_t *c)
         }
     }
     p.nparts = most == 0 ? 1 : (most + p.pe - 1) / p.pe;
+    p.width = p.nparts > 1 ? p.pe : most > 0 ? most : 1; /* a small call needs a small slab */
+    p.set_bytes = (size_t)(p.n > 2 ? p.n : 2) * p.width * p.es;
     tp_status_t s = slab_fit(&p);
     if (s == TP_OK) s = run_parts(&p);
     free(p.pcounts);

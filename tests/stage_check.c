@@ -252,6 +252,29 @@ static void run_abort(tp_comm_t *w)
     expect("abort: the next call", tp_all_reduce(w, a, b, 64, TP_F32, TP_SUM, st), TP_ERR_PEER_FAILED, "rank 0");
 }
 
+/* destroy: a sub-comm destroyed with calls its held stream never reached cancels them after TP_STAGE_TIMEOUT, and
+ * the stream then goes on; tp_finalize with calls queued on a running stream runs them first. */
+static float fin_out[4096], fin_ref[4096];
+static void run_destroy(tp_comm_t *w)
+{
+    float in[4096];
+    for (int i = 0; i < 4096; i++) in[i] = (float)(i % 97) * 0.25f + (float)me;
+    float got[2][4096];
+    memset(got, 0, sizeof(got));
+    tp_comm_t *sub;
+    if (tp_comm_split(w, 0, me, &sub) != TP_OK) FAIL("destroy: split");
+    tp_host_stream_hold(st, 1);
+    for (int i = 0; i < 2; i++)
+        expect("destroy: queued", tp_all_reduce(sub, in, got[i], 4096, TP_F32, TP_SUM, st), TP_OK, NULL);
+    expect("destroy: tp_comm_destroy", tp_comm_destroy(sub), TP_OK, NULL);
+    tp_host_stream_hold(st, 0);
+    expect("destroy: the stream goes on", sync_stream(st), TP_OK, NULL);
+    if (got[0][5] != 0 || got[1][5] != 0) FAIL("destroy: a cancelled call moved data");
+    if (tp_all_reduce(w, in, fin_ref, 4096, TP_F32, TP_SUM, NULL) != TP_OK) FAIL("destroy: reference");
+    for (int i = 0; i < 3; i++)
+        expect("finalize: queued", tp_all_reduce(w, in, fin_out, 4096, TP_F32, TP_SUM, st), TP_OK, NULL);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "all";
@@ -280,6 +303,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "all") == 0) run_all(w);
     else if (strcmp(mode, "later") == 0) run_later(w);
     else if (strcmp(mode, "abort") == 0) run_abort(w);
+    else if (strcmp(mode, "destroy") == 0) run_destroy(w);
     else if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0) run_fault(w, mode);
     else if (strcmp(mode, "capture") == 0) {
         float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8];
@@ -301,6 +325,8 @@ int main(int argc, char **argv)
     }
     tp_status_t s = tp_finalize(w);
     if (s != TP_OK && strcmp(mode, "abort") != 0) FAIL("tp_finalize: %s", tp_status_string(s));
+    if (strcmp(mode, "destroy") == 0 && (sync_stream(st) != TP_OK || memcmp(fin_out, fin_ref, sizeof(fin_ref)) != 0))
+        FAIL("finalize: the calls queued before it did not run first");
     if (me == 0 || strcmp(mode, "all") != 0)
         printf("stage_check %s: %d ranks, part %zu bytes: %s\n", mode, n, part, failures ? "FAILED" : "all match");
     tp_stream_destroy(st);
