@@ -5,6 +5,7 @@
  * capturing stream is refused, the comm stays usable. fail, hang, hang-keep: a device whose copies fail or never
  * finish. abort: a peer dies while a stream waits on a done word. bad: a stream that is not one.
  */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <tp.h>
 #include <tp_provider.h>
 
+#include "cuda_device.h"
 #include "runtime_devices.h"
 #include "runtime_stream.h"
 
@@ -87,20 +89,61 @@ static tp_status_t issue(tp_comm_t *w, int kind, tp_dtype_t t, tp_op_t op, size_
 
 static tp_status_t sync_stream(tp_stream_t *s) { return s->dev->stream_sync(s); }
 
+/* Where the staged calls' buffers live: host memory on a host stream, or (--cuda) device memory on a CUDA stream held
+ * by a wait on a pinned gate word. The reference always runs on host memory without a stream. */
+static int cuda;
+static cu_result_t (*cu_alloc)(cu_ptr_t *, size_t), (*cu_free)(cu_ptr_t);
+static cu_stream_t native;
+static uint64_t *gate_word, gate_gen;
+static void *gate_dev;
+
+static uint8_t *dev_alloc(size_t bytes)
+{
+    cu_ptr_t p = 0;
+    if (!cuda) return malloc(bytes);
+    if (cu_alloc(&p, bytes) != CU_SUCCESS) FAIL("cuMemAlloc of %zu bytes", bytes);
+    return (uint8_t *)(uintptr_t)p;
+}
+
+static void dev_free(uint8_t *p)
+{
+    if (cuda) cu_free((cu_ptr_t)(uintptr_t)p);
+    else free(p);
+}
+
+static void dev_copy(void *dst, const void *src, size_t bytes)
+{
+    if (!cuda) memcpy(dst, src, bytes);
+    else if (tp_cu.Memcpy((cu_ptr_t)(uintptr_t)dst, (cu_ptr_t)(uintptr_t)src, bytes) != CU_SUCCESS) FAIL("cuMemcpy");
+}
+
+static void hold_stream(int hold)
+{
+    if (!cuda) {
+        tp_host_stream_hold(st, hold);
+    } else if (hold) {
+        tp_cu.StreamWaitValue64(native, (cu_ptr_t)(uintptr_t)gate_dev, ++gate_gen, 0);
+    } else {
+        __atomic_store_n(gate_word, gate_gen, __ATOMIC_RELEASE);
+    }
+}
+
 /* The stream call against the host engine's on the same inputs: every byte of recv, which both start alike. */
 static void compare(tp_comm_t *w, int kind, tp_dtype_t t, tp_op_t op, size_t count, int in_place)
 {
     size_t bytes = (size_t)n * (count + 3 * (size_t)n) * tp_dtype_size(t) + 16;
     uint8_t *send = malloc(bytes), *recv = malloc(bytes), *ref = malloc(bytes);
+    uint8_t *dsend = dev_alloc(bytes), *drecv = dev_alloc(bytes);
     static uint64_t seed;
     seed++;
     fill(t, send, bytes, seed * 131 + (uint64_t)me);
     fill(t, ref, bytes, seed * 131 + 64 + (uint64_t)me);
-    memcpy(recv, ref, bytes);
+    dev_copy(dsend, send, bytes);
+    dev_copy(drecv, ref, bytes);
     tp_status_t s = issue(w, kind, t, op, count, send, ref, in_place, NULL, seed);
     if (s != TP_OK) FAIL("%s reference: %s", kind_names[kind], tp_last_error());
-    fill(t, send, bytes, seed * 131 + (uint64_t)me);
-    if ((s = issue(w, kind, t, op, count, send, recv, in_place, st, seed)) == TP_OK) s = sync_stream(st);
+    if ((s = issue(w, kind, t, op, count, dsend, drecv, in_place, st, seed)) == TP_OK) s = sync_stream(st);
+    dev_copy(recv, drecv, bytes);
     if (s != TP_OK)
         FAIL("%s type %d count %zu%s: %s (%s)", kind_names[kind], (int)t, count, in_place ? " in place" : "",
              tp_status_string(s), tp_last_error());
@@ -113,6 +156,8 @@ static void compare(tp_comm_t *w, int kind, tp_dtype_t t, tp_op_t op, size_t cou
     free(send);
     free(recv);
     free(ref);
+    dev_free(dsend);
+    dev_free(drecv);
 }
 
 static void run_all(tp_comm_t *w)
@@ -140,32 +185,38 @@ static void run_later(tp_comm_t *w)
 {
     enum { CALLS = 2 * C_KINDS };
     size_t count = 3 * part / 4 + 5, bytes = (size_t)n * (count + 3 * (size_t)n) * 4 + 16;
-    uint8_t *send[CALLS], *recv[CALLS], *ref[CALLS], *before[CALLS];
+    uint8_t *send[CALLS], *recv[CALLS], *ref[CALLS], *got = malloc(bytes);
     for (int i = 0; i < CALLS; i++) {
-        send[i] = malloc(bytes), recv[i] = malloc(bytes), ref[i] = malloc(bytes), before[i] = malloc(bytes);
-        fill(TP_F32, send[i], bytes, 1000u + (uint64_t)(i * 64 + me));
+        send[i] = dev_alloc(bytes), recv[i] = dev_alloc(bytes), ref[i] = malloc(bytes);
+        fill(TP_F32, got, bytes, 1000u + (uint64_t)(i * 64 + me));
+        dev_copy(send[i], got, bytes);
         fill(TP_F32, ref[i], bytes, 5000u + (uint64_t)(i * 64 + me));
-        memcpy(recv[i], ref[i], bytes);
-        memcpy(before[i], ref[i], bytes);
-        if (issue(w, i % C_KINDS, TP_F32, TP_SUM, count, send[i], ref[i], i >= C_KINDS, NULL, (uint64_t)i) != TP_OK)
+        dev_copy(recv[i], ref[i], bytes);
+        if (issue(w, i % C_KINDS, TP_F32, TP_SUM, count, got, ref[i], i >= C_KINDS, NULL, (uint64_t)i) != TP_OK)
             FAIL("later: reference %d: %s", i, tp_last_error());
     }
-    tp_host_stream_hold(st, 1);
+    hold_stream(1);
     for (int i = 0; i < CALLS; i++) {
         tp_status_t s = issue(w, i % C_KINDS, TP_F32, TP_SUM, count, send[i], recv[i], i >= C_KINDS, st, (uint64_t)i);
         if (s != TP_OK) FAIL("later: queueing %s: %s", kind_names[i % C_KINDS], tp_last_error());
     }
-    for (int i = 0; i < CALLS; i++) /* a call that ran at once, or waited for its stream here, fails this */
-        if (memcmp(recv[i], before[i], bytes) != 0)
+    for (int i = 0; i < CALLS; i++) { /* a call that ran at once, or waited for its stream here, fails this */
+        uint8_t *before = malloc(bytes);
+        fill(TP_F32, before, bytes, 5000u + (uint64_t)(i * 64 + me));
+        dev_copy(got, recv[i], bytes);
+        if (memcmp(got, before, bytes) != 0)
             FAIL("later: %s moved data before its stream ran", kind_names[i % C_KINDS]);
+        free(before);
+    }
     printf("rank %d: later: %d calls queued on a held stream, nothing moved\n", me, CALLS);
-    tp_host_stream_hold(st, 0);
+    hold_stream(0);
     if (sync_stream(st) != TP_OK) FAIL("later: stream sync");
     for (int i = 0; i < CALLS; i++) {
-        if (memcmp(recv[i], ref[i], bytes) != 0)
-            FAIL("later: %s differs from the host engine's", kind_names[i % C_KINDS]);
-        free(send[i]), free(recv[i]), free(ref[i]), free(before[i]);
+        dev_copy(got, recv[i], bytes);
+        if (memcmp(got, ref[i], bytes) != 0) FAIL("later: %s differs from the host engine's", kind_names[i % C_KINDS]);
+        dev_free(send[i]), dev_free(recv[i]), free(ref[i]);
     }
+    free(got);
 }
 
 static tp_status_t expect(const char *what, tp_status_t got, tp_status_t want, const char *msg)
@@ -275,9 +326,47 @@ static void run_destroy(tp_comm_t *w)
         expect("finalize: queued", tp_all_reduce(w, in, fin_out, 4096, TP_F32, TP_SUM, st), TP_OK, NULL);
 }
 
+/* --cuda: device 0's primary context, a native non-blocking stream of the engine's, the gate word. */
+static int cuda_setup(void)
+{
+    cu_ctx_t ctx;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    cu_alloc = lib ? dlsym(lib, "cuMemAlloc_v2") : NULL;
+    cu_free = lib ? dlsym(lib, "cuMemFree_v2") : NULL;
+    if (cu_alloc == NULL || cu_free == NULL || tp_cu.DevicePrimaryCtxRetain(&ctx, 0) != CU_SUCCESS ||
+        tp_cu.CtxPushCurrent(ctx) != CU_SUCCESS || tp_cu.StreamCreate(&native, 1 /* non-blocking */) != CU_SUCCESS ||
+        tp_stream_create(TP_DEVICE_CUDA, native, &st) != TP_OK ||
+        tp_cuda_device_ops.host_alloc(64, (void **)&gate_word, &gate_dev) != TP_OK) {
+        printf("rank %d: FAIL the CUDA setup: %s\n", me, tp_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* capture on a real stream: cuStreamBeginCapture in relaxed mode (other threads' CUDA calls stay legal). */
+static int cuda_capture(int on)
+{
+    static cu_result_t (*begin)(cu_stream_t, int), (*end)(cu_stream_t, void **), (*destroy)(void *);
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD), *graph = NULL;
+    if (begin == NULL)
+        begin = dlsym(lib, "cuStreamBeginCapture_v2"), end = dlsym(lib, "cuStreamEndCapture"),
+        destroy = dlsym(lib, "cuGraphDestroy");
+    if (begin == NULL || end == NULL || destroy == NULL) return -1;
+    if (on) return begin(native, 2) == CU_SUCCESS ? 0 : -1;
+    if (end(native, &graph) != CU_SUCCESS) return -1;
+    if (graph != NULL) destroy(graph);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "all";
+    cuda = argc > 2 && strcmp(argv[2], "--cuda") == 0;
+    if (strcmp(mode, "probe-cuda") == 0) { /* tests/gpu/stage_cuda.sh: 77 without a usable GPU */
+        if (tp_cuda_device_ops.init() == TP_OK) return 0;
+        printf("SKIP: no usable CUDA GPU: %s\n", tp_last_error());
+        return 77;
+    }
     if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0) {
         arena_len = 1 << 20;
         arena = aligned_alloc(64, arena_len);
@@ -299,20 +388,26 @@ int main(int argc, char **argv)
     n = tp_comm_size(w);
     const char *pb = tp_comm_setting(w, "part_bytes");
     part = pb ? strtoull(pb, NULL, 10) : 4194304;
-    if (tp_stream_create(TP_DEVICE_HOST, NULL, &st) != TP_OK) return 1;
+    if (!cuda && tp_stream_create(TP_DEVICE_HOST, NULL, &st) != TP_OK) return 1;
+    if (cuda && cuda_setup() != 0) return 1;
     if (strcmp(mode, "all") == 0) run_all(w);
     else if (strcmp(mode, "later") == 0) run_later(w);
     else if (strcmp(mode, "abort") == 0) run_abort(w);
     else if (strcmp(mode, "destroy") == 0) run_destroy(w);
     else if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0) run_fault(w, mode);
     else if (strcmp(mode, "capture") == 0) {
-        float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8];
-        tp_host_stream_set_capturing(st, 1);
+        float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+        uint8_t *a = dev_alloc(sizeof(in)), *b = dev_alloc(sizeof(in));
+        dev_copy(a, in, sizeof(in));
+        if (cuda ? cuda_capture(1) : tp_host_stream_set_capturing(st, 1)) FAIL("capture: begin");
         expect("capture", tp_all_reduce(w, a, b, 8, TP_F32, TP_SUM, st), TP_ERR_UNSUPPORTED, "capturing a graph");
-        tp_host_stream_set_capturing(st, 0);
+        if (cuda ? cuda_capture(0) : tp_host_stream_set_capturing(st, 0)) FAIL("capture: end");
         expect("after capture", tp_all_reduce(w, a, b, 8, TP_F32, TP_SUM, st), TP_OK, NULL);
         sync_stream(st);
-        if (b[7] != 8.0f * (float)n) FAIL("after capture: %g, want %g", (double)b[7], 8.0 * n);
+        dev_copy(out, b, sizeof(out));
+        if (out[7] != 8.0f * (float)n) FAIL("after capture: %g, want %g", (double)out[7], 8.0 * n);
+        dev_free(a);
+        dev_free(b);
     } else if (strcmp(mode, "bad") == 0) {
         float a[8] = {0}, b[8];
         tp_stream_t *gone;
@@ -330,5 +425,6 @@ int main(int argc, char **argv)
     if (me == 0 || strcmp(mode, "all") != 0)
         printf("stage_check %s: %d ranks, part %zu bytes: %s\n", mode, n, part, failures ? "FAILED" : "all match");
     tp_stream_destroy(st);
+    if (cuda) tp_cu.StreamDestroy(native);
     return failures ? 1 : 0;
 }
