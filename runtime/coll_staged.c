@@ -71,6 +71,13 @@ static void *proxy_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&tp_stage.lock);
     for (;;) {
+        if (tp_stage.head == tp_stage.tail && !tp_stage.stop) { /* the next call is often near: no wakeup then */
+            pthread_mutex_unlock(&tp_stage.lock);
+            for (int64_t t0 = tp_now_ns(); __atomic_load_n(&tp_stage.tail, __ATOMIC_ACQUIRE) == tp_stage.head &&
+                                           tp_now_ns() - t0 < tp_stage.spin_ns;) {
+            }
+            pthread_mutex_lock(&tp_stage.lock);
+        }
         while (tp_stage.head == tp_stage.tail && !tp_stage.stop) pthread_cond_wait(&tp_stage.cond, &tp_stage.lock);
         if (tp_stage.head == tp_stage.tail) break;
         stage_call_t *c = &tp_stage.ring[(tp_stage.head + 1) % TP_STAGE_SLOTS];
@@ -204,7 +211,7 @@ static tp_status_t stage_call(void *state, const tp_coll_args_t *a)
     c->seq = seq;
     atomic_store(&c->cancelled, 0);
     counts = NULL;
-    tp_stage.tail = seq;
+    __atomic_store_n(&tp_stage.tail, seq, __ATOMIC_RELEASE);
     sc->queued++;
     atomic_store(&tp_stage.active, 1);
     pthread_cond_broadcast(&tp_stage.cond);

@@ -4,6 +4,7 @@
  * k's result is copied back behind it, all on the proxy's copy stream. The host engine does the arithmetic, so sums
  * are its rank-order sums, bit for bit.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,7 +14,8 @@
 
 int tp_stage_poll(const uint64_t *word, uint64_t value, const atomic_int *cancel, int64_t deadline_ns)
 {
-    int64_t start = tp_now_ns(), nap = 1000;
+    /* a copy of ours lands soon: poll it longer (yielding, so a busy host still runs) before sleeping */
+    int64_t start = tp_now_ns(), nap = 1000, eager = deadline_ns != 0 ? 2000000 : tp_stage.spin_ns;
     for (;;) {
         for (int i = 0; i < 64; i++)
             if (__atomic_load_n(word, __ATOMIC_ACQUIRE) >= value) return 1;
@@ -21,9 +23,13 @@ int tp_stage_poll(const uint64_t *word, uint64_t value, const atomic_int *cancel
         if (cancel != NULL && (atomic_load(cancel) || tp_fate_failed() != TP_OK)) return 0;
         if (deadline_ns != 0 && now >= deadline_ns) return -1;
         if (now - start < tp_stage.spin_ns) continue;
+        if (now - start < eager) {
+            sched_yield();
+            continue;
+        }
         struct timespec ts = {0, nap}; /* idle: a device write is not a wakeup, so poll at a growing interval */
         nanosleep(&ts, NULL);
-        if (nap < 50000) nap *= 2;
+        if (nap < 20000) nap *= 2;
     }
 }
 
