@@ -217,6 +217,25 @@ static void run_later(tp_comm_t *w)
         dev_free(send[i]), dev_free(recv[i]), free(ref[i]);
     }
     free(got);
+    /* calls without a stream right behind calls on a running stream: they wait for them, in order */
+    float in[1024], want[1024], out[8][1024];
+    uint8_t *din = dev_alloc(sizeof(in)), *dout = dev_alloc(sizeof(out));
+    for (int i = 0; i < 1024; i++) in[i] = (float)(i % 13) * 0.5f + (float)me;
+    dev_copy(din, in, sizeof(in));
+    if (tp_all_reduce(w, in, want, 1024, TP_F32, TP_SUM, NULL) != TP_OK) FAIL("order: reference");
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < 8; k++)
+            if (tp_all_reduce(w, din, dout + k * sizeof(in), 1024, TP_F32, TP_SUM, st) != TP_OK) FAIL("order: queue");
+        float host[1024];
+        if (tp_all_reduce(w, in, host, 1024, TP_F32, TP_SUM, NULL) != TP_OK || memcmp(host, want, sizeof(want)) != 0)
+            FAIL("order: the call without a stream, round %d: %s", round, tp_last_error());
+    }
+    sync_stream(st);
+    dev_copy(out, dout, sizeof(out));
+    for (int k = 0; k < 8; k++)
+        if (memcmp(out[k], want, sizeof(want)) != 0) FAIL("order: stream call %d differs", k);
+    dev_free(din);
+    dev_free(dout);
 }
 
 static tp_status_t expect(const char *what, tp_status_t got, tp_status_t want, const char *msg)
