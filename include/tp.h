@@ -183,7 +183,8 @@ typedef enum tp_device_kind {
  * The stream argument of every collective and point-to-point call. NULL: buffers are host memory and the call
  * returns when it is done. Otherwise one made here; whether a call takes one depends on the collective providers
  * this libtp has: a call no provider takes with a stream fails with TP_ERR_UNSUPPORTED and an error naming the
- * call, and the comm stays usable.
+ * call, and the comm stays usable. A call with a stream only queues its work there and returns; its failure, if
+ * any, is returned by the next call (docs/COLLECTIVES.md, "Staging").
  */
 typedef struct tp_stream tp_stream_t;
 

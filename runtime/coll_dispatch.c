@@ -164,6 +164,14 @@ void tp_coll_comm_fini(tp_comm_t *comm)
     comm->coll_state = NULL;
 }
 
+/* Whether a provider takes a call's stream: one with streams takes only calls given a stream (their buffers' kind,
+ * checked before), one without only calls without, so host memory goes to the host engine unless a stream says
+ * otherwise. */
+static int takes_stream(const tp_coll_ops_t *ops, const tp_coll_args_t *args)
+{
+    return (args->stream != NULL) == (ops->streams != 0);
+}
+
 const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_args_t *args, const void *a, const void *b,
                                     void **state)
 {
@@ -182,14 +190,22 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
     if (tp_stream_check_memory(fn, args->stream, args->mem_type, args->device) != TP_OK) return NULL;
     for (int i = 0; i < cc->n; i++) {
         const tp_coll_ops_t *ops = cc->ops[i];
-        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call))) {
+        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call)) &&
+            takes_stream(ops, args)) {
             *state = cc->state[i];
             return ops;
         }
     }
-    tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s", fn,
-           tp_mem_type_name(args->mem_type), args->device->name);
+    tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s %s", fn,
+           tp_mem_type_name(args->mem_type), args->device->name, args->stream != NULL ? "with a stream" : "without a stream");
     return NULL;
+}
+
+/* A call that runs now waits for the stream calls queued before it: they keep their order, and the transports one
+ * user at a time. */
+static tp_status_t in_order(const char *fn, const tp_coll_ops_t *ops)
+{
+    return ops->streams ? TP_OK : tp_staged_quiesce(fn);
 }
 
 /* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream. */
@@ -203,6 +219,8 @@ tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *ar
         tp_log(TP_LOG_ERROR, "coll", "%s: stream must be NULL: collective provider %s has no streams", fn, ops->name);
         return TP_ERR_UNSUPPORTED;
     }
+    tp_status_t s = in_order(fn, ops);
+    if (s != TP_OK) return tp_coll_finish(cc, s, fn);
     tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
                                 ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
                                 ops->recv,       ops->exchange};

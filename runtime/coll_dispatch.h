@@ -42,6 +42,12 @@ tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn);
  * Returns a malloc'd string, or NULL when out of memory.
  */
 char *tp_coll_stop_table(void);
+/* A call without a stream, or tp_comm_split: waits until every stream call queued (coll_staged.c) ran, so the
+ * transports have one user and calls keep their order; returns an earlier stream call's failure (logged naming fn). */
+tp_status_t tp_staged_quiesce(const char *fn);
+/* tp_finalize, before its counts go to the peers: the stream calls queued run first, up to TP_STAGE_TIMEOUT for those
+ * whose streams have not reached them, which are then cancelled (logged). */
+void tp_staged_drain(void);
 /* The built-in host engine's state on a comm (tp_comm_split's exchange runs on it). */
 void *tp_coll_host_state(coll_comm_t *cc);
 

@@ -85,7 +85,8 @@ tp_status_t tp_comm_split(tp_comm_t *comm, int color, int key, tp_comm_t **out)
     if (out == NULL || comm == NULL || comm->coll_state == NULL) return TP_ERR_INVALID;
     coll_comm_t *cc = comm->coll_state;
     if (cc->failed != TP_OK) return cc->failed;
-    tp_status_t s = TP_OK;
+    tp_status_t s = tp_staged_quiesce("tp_comm_split"); /* its exchange runs on the host engine now */
+    if (s != TP_OK) return s;
     int n = comm->size, me = comm->rank;
     int32_t *all = malloc((size_t)n * 2 * sizeof(int32_t));
     int *members = malloc((size_t)n * sizeof(int));

@@ -239,6 +239,7 @@ tp_status_t tp_finalize(tp_comm_t *world)
         return TP_ERR_INVALID;
     }
     tp_world_t *w = world->world;
+    tp_staged_drain(); /* queued stream calls count among the calls peers are told of */
     char *table = tp_coll_stop_table(); /* NULL (out of memory): peers waiting on this rank wait for the job's end */
     tp_status_t s = tp_fate_finalize(w, table);
     free(table);

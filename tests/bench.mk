@@ -6,6 +6,11 @@ tests_bench_bench_rank_SOURCES = tests/bench/bench_rank.c
 tests_bench_bench_rank_LDADD = libtp.la
 # A real executable, not libtool's shell wrapper, whose start-up would be timed with each rank.
 tests_bench_bench_rank_LDFLAGS = -no-install
+# Staged all_gather and its floors (tests/bench/stage_bench.c: tprun -n 2 ./tests/bench/stage_bench [--cuda]).
+noinst_PROGRAMS += tests/bench/stage_bench
+tests_bench_stage_bench_SOURCES = tests/bench/stage_bench.c
+tests_bench_stage_bench_LDADD = libtp.la -ldl
+tests_bench_stage_bench_LDFLAGS = -no-install
 # PMIx_Fence latency under any PMIx server (tests/bench/pmix_fence.sh), built against the PMIx headers.
 if HAVE_PMIX
 noinst_PROGRAMS += tests/bench/pmix_fence

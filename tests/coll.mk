@@ -32,3 +32,11 @@ EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/co
 # Every collective and send/recv case over every registered transport (tests/coll_check --conformance).
 TESTS += tests/conformance.sh
 EXTRA_DIST += tests/conformance.sh
+# The staging provider over host streams (tests/stage_check.sh).
+check_PROGRAMS += tests/stage_check
+tests_stage_check_SOURCES = tests/stage_check.c
+tests_stage_check_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/runtime -I$(top_srcdir)/devices/cuda
+tests_stage_check_LDADD = libtp_internal.la -lm -ldl
+tests_stage_check_LDFLAGS = -no-install
+TESTS += tests/stage_check.sh tests/gpu/stage_cuda.sh
+EXTRA_DIST += tests/stage_check.sh tests/gpu/stage_cuda.sh
