@@ -66,6 +66,26 @@ tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
     return TP_OK;
 }
 
+/* The first provider after index after that takes the call's memory type and call, with its state; NULL when none. */
+static const tp_coll_ops_t *next_provider(coll_comm_t *cc, const tp_coll_args_t *args, int after, void **state)
+{
+    for (int i = after + 1; i < cc->n; i++) {
+        const tp_coll_ops_t *ops = cc->ops[i];
+        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call))) {
+            *state = cc->state[i];
+            return ops;
+        }
+    }
+    return NULL;
+}
+
+static int provider_index(const coll_comm_t *cc, const tp_coll_ops_t *ops)
+{
+    for (int i = 0; i < cc->n; i++)
+        if (cc->ops[i] == ops) return i;
+    return cc->n;
+}
+
 tp_status_t tp_coll_comm_init(tp_comm_t *comm)
 {
     coll_comm_t *cc = calloc(1, sizeof(*cc));
@@ -108,33 +128,40 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
     }
     args->device = db != NULL ? db : da != NULL ? da : &tp_host_device_ops;
     args->mem_type = db != NULL ? tb : ta;
-    for (int i = 0; i < cc->n; i++) {
-        const tp_coll_ops_t *ops = cc->ops[i];
-        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call))) {
-            *state = cc->state[i];
-            return ops;
-        }
-    }
-    tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s", fn,
-           tp_mem_type_name(args->mem_type), args->device->name);
-    return NULL;
+    const tp_coll_ops_t *ops = next_provider(cc, args, -1, state);
+    if (ops == NULL)
+        tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s", fn,
+               tp_mem_type_name(args->mem_type), args->device->name);
+    return ops;
 }
 
-/* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream. */
+/* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream; one that
+ * declines (TP_ERR_UNSUPPORTED from a call: its library is absent on some rank) passes it to the next. */
 tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b)
 {
     coll_comm_t *cc = comm->coll_state;
     void *state;
     const tp_coll_ops_t *ops = tp_coll_choose(cc, fn, args, a, b, &state);
     if (ops == NULL) return TP_ERR_UNSUPPORTED;
-    if (args->stream != NULL && !ops->streams) {
-        tp_log(TP_LOG_ERROR, "coll", "%s: stream must be NULL: collective provider %s has no streams", fn, ops->name);
-        return TP_ERR_UNSUPPORTED;
+    for (;;) {
+        if (args->stream != NULL && !ops->streams) {
+            tp_log(TP_LOG_ERROR, "coll", "%s: stream must be NULL: collective provider %s has no streams", fn,
+                   ops->name);
+            return TP_ERR_UNSUPPORTED;
+        }
+        tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
+                                    ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
+                                    ops->recv,       ops->exchange};
+        tp_status_t s = fns[args->call](state, args);
+        if (s != TP_ERR_UNSUPPORTED) return tp_coll_finish(cc, s);
+        const tp_coll_ops_t *next = next_provider(cc, args, provider_index(cc, ops), &state);
+        if (next == NULL) {
+            tp_log(TP_LOG_ERROR, "coll", "%s: collective provider %s cannot take %s memory here, and no other does", fn,
+                   ops->name, tp_mem_type_name(args->mem_type));
+            return s;
+        }
+        ops = next;
     }
-    tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
-                                ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
-                                ops->recv,       ops->exchange};
-    return tp_coll_finish(cc, fns[args->call](state, args));
 }
 
 tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s)
