@@ -22,3 +22,14 @@ EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/co
 # Every collective and send/recv case over every registered transport (tests/coll_check --conformance).
 TESTS += tests/conformance.sh
 EXTRA_DIST += tests/conformance.sh
+# The NCCL provider against a fake libnccl.so.2 over Unix sockets (tests/nccl/fake_nccl.c), no GPU needed.
+check_LTLIBRARIES += tests/nccl/libfakenccl.la
+tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c
+tests_nccl_libfakenccl_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+tests_nccl_libfakenccl_la_LIBADD = -lm
+check_PROGRAMS += tests/nccl/nccl_rank
+tests_nccl_nccl_rank_SOURCES = tests/nccl/nccl_rank.c
+tests_nccl_nccl_rank_LDADD = libtp_internal.la -lm
+tests_nccl_nccl_rank_LDFLAGS = -no-install
+TESTS += tests/nccl/nccl_fake.sh
+EXTRA_DIST += tests/nccl/nccl_fake.sh
