@@ -132,7 +132,7 @@ typedef void (*tp_fate_fn)(const tp_failure_t *failure, void *arg);
  */
 TP_API tp_status_t tp_fate_register(tp_fate_fn fn, void *arg);
 
-/* ---- Collectives (blocking, on host memory; stream must be NULL) ---- */
+/* ---- Collectives (blocking on host memory with a NULL stream) ---- */
 
 typedef enum tp_dtype {
     TP_BYTES = 0,
@@ -153,12 +153,31 @@ typedef enum tp_op {
 /* Bytes per element of a type (1 for TP_BYTES), or 0 for an unknown type. */
 TP_API size_t tp_dtype_size(tp_dtype_t dtype);
 
+/* ---- Streams: the engine's device stream, handed over without this header including CUDA or HIP ---- */
+
+/* Which API a stream (and the memory its calls take) belongs to. */
+typedef enum tp_device_kind {
+    TP_DEVICE_HOST = 0, /* a host stream: work queued in order and run by a thread of libtp (tests without a GPU) */
+    TP_DEVICE_CUDA = 1, /* native is a CUstream / cudaStream_t (NULL: the default stream of the current context) */
+    TP_DEVICE_HIP = 2,  /* native is a hipStream_t (NULL: the default stream of the current device) */
+} tp_device_kind_t;
+
 /*
- * The stream argument of every collective and point-to-point call. This libtp has no device streams and no way to
- * make one: pass NULL (buffers are host memory; the call returns when it is done). A non-NULL stream fails the call
- * with TP_ERR_UNSUPPORTED and an error naming the call, and the comm stays usable.
+ * The stream argument of every collective and point-to-point call. NULL: buffers are host memory and the call
+ * returns when it is done. Otherwise one made here; whether a call takes one depends on the collective providers
+ * this libtp has: a call no provider takes with a stream fails with TP_ERR_UNSUPPORTED and an error naming the
+ * call, and the comm stays usable.
  */
 typedef struct tp_stream tp_stream_t;
+
+/*
+ * Wraps the engine's native stream (kind CUDA or HIP) or makes a host stream (kind HOST, native must be NULL).
+ * The engine keeps ownership of native and must not destroy it before tp_stream_destroy. Fails by name when the
+ * kind's driver is absent or cannot wait on a 64-bit stream value.
+ */
+TP_API tp_status_t tp_stream_create(tp_device_kind_t kind, void *native, tp_stream_t **out);
+/* Frees what tp_stream_create made (a host stream first runs what is queued); native is left alone. */
+TP_API tp_status_t tp_stream_destroy(tp_stream_t *stream);
 
 /*
  * Determinism: every TP_SUM is the rank-order sum. For each element, ((x0 + x1) + x2) + ..., accumulated in f32

@@ -255,46 +255,105 @@ TP_API const tp_transport_ops_t *tp_transport_find(const char *name);
  * test enumerates them. */
 TP_API const tp_transport_ops_t *tp_transport_at(int index);
 
-/* ---- Devices: where a buffer lives and how it is copied and reduced; one const ops table each ---- */
+/* ---- Devices: where a buffer lives, how it is copied and reduced, and its streams; one const ops table each ---- */
 
-#define TP_DEVICE_ABI 1
+#define TP_DEVICE_ABI 2
 
 /* Whether an op applies to a type (TP_BYTES and unknown ones do not reduce): what every device's reduce takes. */
 TP_API int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op);
 
-/* A device's event (a CUevent, a hipEvent_t); a device's stream is the tp_stream_t of tp.h. */
+/* A device's event (a CUevent, a hipEvent_t, a host stream's mark). */
 typedef struct tp_device_event tp_device_event_t;
 
+struct tp_device_ops;
+
 /*
- * Stream and event ops share one signature, so a device without streams points them all at
- * tp_device_unsupported_stream. A NULL stream is the device's synchronous order (the host's only one).
+ * A stream as devices and providers see it (tp.h's opaque tp_stream_t): here, not in a runtime header, because
+ * devices and providers see only tp.h and this header, and they need the native handle. One is made by
+ * tp_stream_create (the engine's native stream, not owned) or by a device's stream_create (owned).
+ */
+struct tp_stream {
+    tp_device_kind_t kind;
+    const struct tp_device_ops *dev; /* the device of kind, whose ops take this stream */
+    void *native;                    /* the CUstream or hipStream_t (NULL: that API's default stream); host: NULL */
+    void *priv;                      /* the device's own: the CUcontext work runs in, a host stream's queue */
+    int owned;                       /* libtp made native and destroys it with the stream */
+};
+
+/*
+ * Event ops share one signature, so a device without streams points them all at tp_device_unsupported_stream.
+ * A NULL stream is the device's synchronous order (the host's only one before host streams).
  */
 typedef tp_status_t (*tp_device_stream_fn)(tp_stream_t *stream, tp_device_event_t **event);
 
+/*
+ * Every op is set: one a device lacks points at the tp_device_unsupported_* stub of its signature. Ops that take a
+ * stream take only this device's streams (kind == the device's kind): the runtime never mixes them.
+ */
 typedef struct tp_device_ops {
-    uint32_t abi_version; /* TP_DEVICE_ABI */
-    uint32_t ops_size;    /* sizeof(tp_device_ops_t) when built */
-    const char *name;     /* "host", "cuda" */
-    /* Whether ptr is this device's memory, and *type which; the host device claims every pointer, so it comes last. */
+    uint32_t abi_version;  /* TP_DEVICE_ABI */
+    uint32_t ops_size;     /* sizeof(tp_device_ops_t) when built */
+    const char *name;      /* "host", "cuda", "hip" */
+    tp_device_kind_t kind; /* which tp_stream_create kind it serves */
+    /* Loads the vendor library once (later calls return the first answer); refuses by name a driver or device that
+     * cannot wait on a 64-bit stream value. Nothing else below is called before it returned TP_OK. */
+    tp_status_t (*init)(void);
+    /* Whether ptr is this device's memory, and *type which; the host device claims every pointer, so it comes last.
+     * Cheap for a host pointer; costs nothing when the vendor library is absent (it never calls init). */
     int (*mem_query)(const void *ptr, tp_mem_type_t *type);
-    /* Copies len bytes (the regions may overlap), ordered on stream; with a NULL stream done on return. */
+    /* Copies len bytes (the regions may overlap when stream is NULL); with a stream only queued on it. */
     tp_status_t (*copy)(void *dst, const void *src, size_t len, tp_stream_t *stream);
     /*
      * dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... in this order, bf16 and f16 in f32 rounded once at the
-     * end; dst may be any one of the sources. Takes what tp_reduce_supported accepts.
+     * end; dst may be any one of the sources. Takes what tp_reduce_supported accepts. On device memory a kernel
+     * queued on stream; the same bits as the host device's.
      */
     tp_status_t (*reduce)(tp_dtype_t dtype, tp_op_t op, void *dst, const void *const *srcs, int n, size_t count,
                           tp_stream_t *stream);
+    /* Pinned host memory mapped for the device: *host for the CPU, *dev the address device work (copies, stream
+     * values) uses; zeroed. host_free takes *host. */
+    tp_status_t (*host_alloc)(size_t len, void **host, void **dev);
+    void (*host_free)(void *host);
+    /* A stream libtp owns (a proxy's copy stream) on like's device and context; like NULL: the calling thread's
+     * current one. It does not wait for other streams (CUDA: non-blocking). */
+    tp_status_t (*stream_create)(tp_stream_t *like, tp_stream_t **stream);
+    /* Wraps the engine's native stream (tp_stream_create): notes its context; native stays the engine's. */
+    tp_status_t (*stream_adopt)(void *native, tp_stream_t **stream);
+    /* Frees a stream of stream_create or stream_adopt; the native too only when owned. */
+    void (*stream_destroy)(tp_stream_t *stream);
+    /* The host waits until everything queued on stream so far has run. */
+    tp_status_t (*stream_sync)(tp_stream_t *stream);
+    /* Queues on stream: store value at dev_addr (a host_alloc dev address), after the work queued before. */
+    tp_status_t (*stream_write64)(tp_stream_t *stream, void *dev_addr, uint64_t value);
+    /* Queues on stream: later work waits until the 64-bit word at dev_addr is >= value. */
+    tp_status_t (*stream_wait64)(tp_stream_t *stream, void *dev_addr, uint64_t value);
+    /* 1 when stream is being captured into a graph (work queued now would only be recorded), 0 not, or a negative
+     * tp_status_t. */
+    int (*stream_capturing)(tp_stream_t *stream);
     tp_device_stream_fn event_record;  /* creates *event when NULL, then records it on stream */
     tp_device_stream_fn stream_wait;   /* work queued on stream after this runs after what *event marks */
     tp_device_stream_fn event_sync;    /* the host waits for what *event marks */
     tp_device_stream_fn event_release; /* destroys *event and sets it NULL */
 } tp_device_ops_t;
 
-/* The one stub every device points its unsupported stream and event ops at. */
+/* The stubs a device points the ops it does not have at; each returns TP_ERR_UNSUPPORTED (or does nothing). */
 TP_API tp_status_t tp_device_unsupported_stream(tp_stream_t *stream, tp_device_event_t **event);
+TP_API tp_status_t tp_device_unsupported_init(void);
+TP_API tp_status_t tp_device_unsupported_host_alloc(size_t len, void **host, void **dev);
+TP_API void tp_device_unsupported_host_free(void *host);
+TP_API tp_status_t tp_device_unsupported_stream_create(tp_stream_t *like, tp_stream_t **stream);
+TP_API tp_status_t tp_device_unsupported_stream_adopt(void *native, tp_stream_t **stream);
+TP_API void tp_device_unsupported_stream_destroy(tp_stream_t *stream);
+TP_API tp_status_t tp_device_unsupported_stream_sync(tp_stream_t *stream);
+TP_API tp_status_t tp_device_unsupported_value(tp_stream_t *stream, void *dev_addr, uint64_t value);
+TP_API int tp_device_unsupported_capturing(tp_stream_t *stream);
+/* init for a device that needs no library (the host's). */
+TP_API tp_status_t tp_device_init_none(void);
 
-/* Host memory: memmove, and the rank-order reductions (devices/host/). */
+/* The device that serves a stream kind (and has been initialised), or NULL after logging why (no CUDA here). */
+TP_API const tp_device_ops_t *tp_device_of_kind(tp_device_kind_t kind);
+
+/* Host memory: memmove, the rank-order reductions, and host streams run by a thread of libtp (devices/host/). */
 extern const tp_device_ops_t tp_host_device_ops;
 
 /* ---- Collective providers: who runs tp.h's calls on a memory type (the built-in host engine; NCCL beside it) ---- */

@@ -5,6 +5,7 @@
 #include "coll_dispatch.h"
 #include "runtime_components.h"
 #include "runtime_devices.h"
+#include "runtime_stream.h"
 
 /* Added by tp_coll_provider_add, most recent first; the list's follow (the built-in host engine, which takes host
  * memory and every call, is listed last). */
@@ -58,6 +59,7 @@ tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
                tp_status_string(cc->failed));
         return cc->failed;
     }
+    if (stream != NULL && tp_stream_check(fn, stream) != TP_OK) return TP_ERR_INVALID;
     if (stream != NULL && !tp_coll_streams_taken()) {
         tp_log(TP_LOG_ERROR, "coll",
                "%s: stream must be NULL: this libtp has no device streams (buffers are host memory)", fn);
@@ -128,6 +130,7 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
     }
     args->device = db != NULL ? db : da != NULL ? da : &tp_host_device_ops;
     args->mem_type = db != NULL ? tb : ta;
+    if (tp_stream_check_memory(fn, args->stream, args->mem_type, args->device) != TP_OK) return NULL;
     const tp_coll_ops_t *ops = next_provider(cc, args, -1, state);
     if (ops == NULL)
         tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s", fn,

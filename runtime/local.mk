@@ -35,6 +35,7 @@ libtp_la_SOURCES += \
 libtp_la_SOURCES += \
 	runtime/runtime_transports.c runtime/runtime_transports.h \
 	runtime/runtime_devices.c runtime/runtime_devices.h \
+	runtime/runtime_stream.c runtime/runtime_stream.h \
 	runtime/runtime_dtype.c runtime/runtime_dtype.h \
 	runtime/coll_api.c runtime/coll_p2p.c runtime/coll_dispatch.c runtime/coll_dispatch.h \
 	runtime/coll_host.c runtime/coll_engine.c runtime/coll_internal.h \

@@ -50,3 +50,69 @@ tp_status_t tp_device_unsupported_stream(tp_stream_t *stream, tp_device_event_t 
     (void)event;
     return TP_ERR_UNSUPPORTED;
 }
+
+const char *tp_device_kind_name(tp_device_kind_t kind)
+{
+    static const char *const names[] = {"host", "cuda", "hip"};
+    return (int)kind >= 0 && kind <= TP_DEVICE_HIP ? names[kind] : "unknown";
+}
+
+const tp_device_ops_t *tp_device_of_kind(tp_device_kind_t kind)
+{
+    const tp_device_ops_t *dev = NULL;
+    for (int i = 0; i < n_devices && dev == NULL; i++)
+        if (devices[i]->kind == kind) dev = devices[i];
+    for (size_t i = 0; i < tp_components_len && dev == NULL; i++) {
+        const tp_device_ops_t *d = tp_components[i].ops;
+        if (tp_components[i].kind == TP_COMPONENT_DEVICE && d != NULL && d->kind == kind) dev = d;
+    }
+    if (dev == NULL) {
+        tp_log(TP_LOG_ERROR, "device", "no device for %s streams in this libtp (built without it)",
+               tp_device_kind_name(kind));
+        return NULL;
+    }
+    return dev->init() == TP_OK ? dev : NULL;
+}
+
+tp_status_t tp_device_init_none(void) { return TP_OK; }
+tp_status_t tp_device_unsupported_init(void) { return TP_ERR_UNSUPPORTED; }
+
+tp_status_t tp_device_unsupported_host_alloc(size_t len, void **host, void **dev)
+{
+    (void)len, (void)host, (void)dev;
+    return TP_ERR_UNSUPPORTED;
+}
+
+void tp_device_unsupported_host_free(void *host) { (void)host; }
+
+tp_status_t tp_device_unsupported_stream_create(tp_stream_t *like, tp_stream_t **stream)
+{
+    (void)like, (void)stream;
+    return TP_ERR_UNSUPPORTED;
+}
+
+tp_status_t tp_device_unsupported_stream_adopt(void *native, tp_stream_t **stream)
+{
+    (void)native, (void)stream;
+    return TP_ERR_UNSUPPORTED;
+}
+
+void tp_device_unsupported_stream_destroy(tp_stream_t *stream) { (void)stream; }
+
+tp_status_t tp_device_unsupported_stream_sync(tp_stream_t *stream)
+{
+    (void)stream;
+    return TP_ERR_UNSUPPORTED;
+}
+
+tp_status_t tp_device_unsupported_value(tp_stream_t *stream, void *dev_addr, uint64_t value)
+{
+    (void)stream, (void)dev_addr, (void)value;
+    return TP_ERR_UNSUPPORTED;
+}
+
+int tp_device_unsupported_capturing(tp_stream_t *stream)
+{
+    (void)stream;
+    return TP_ERR_UNSUPPORTED;
+}

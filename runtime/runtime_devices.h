@@ -11,5 +11,6 @@ const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type);
 /* Puts a device ahead of those listed, so it is asked first; refuses a wrong ABI or a full list. */
 tp_status_t tp_device_add(const tp_device_ops_t *ops);
 const char *tp_mem_type_name(tp_mem_type_t type);
+const char *tp_device_kind_name(tp_device_kind_t kind);
 
 #endif

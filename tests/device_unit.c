@@ -234,11 +234,18 @@ static void test_host_ops(void)
     const tp_device_ops_t *d = &tp_host_device_ops;
     CHECK(d->abi_version == TP_DEVICE_ABI && d->ops_size == sizeof(tp_device_ops_t) && strcmp(d->name, "host") == 0,
           "host device's ABI fields");
+    CHECK(d->kind == TP_DEVICE_HOST && d->init() == TP_OK, "the host device serves host streams, needs no library");
     tp_device_event_t *ev = NULL;
-    tp_device_stream_fn fns[] = {d->event_record, d->stream_wait, d->event_sync, d->event_release};
-    for (int i = 0; i < 4; i++)
-        CHECK(fns[i] == tp_device_unsupported_stream && fns[i](NULL, &ev) == TP_ERR_UNSUPPORTED,
-              "stream op %d: the shared unsupported stub", i);
+    tp_stream_t *st = NULL;
+    void *h = NULL, *dv = NULL;
+    CHECK(tp_device_unsupported_stream(NULL, &ev) == TP_ERR_UNSUPPORTED && tp_device_unsupported_init() ==
+              TP_ERR_UNSUPPORTED && tp_device_unsupported_host_alloc(8, &h, &dv) == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_stream_create(NULL, &st) == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_stream_adopt(NULL, &st) == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_stream_sync(NULL) == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_value(NULL, &h, 1) == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_capturing(NULL) == TP_ERR_UNSUPPORTED && st == NULL && h == NULL,
+          "the unsupported stubs refuse and set nothing");
     int local = 0;
     void *heap = malloc(16);
     tp_mem_type_t ty = TP_MEM_CUDA;
@@ -278,9 +285,20 @@ static const tp_device_ops_t fake_device = {
     .abi_version = TP_DEVICE_ABI,
     .ops_size = sizeof(tp_device_ops_t),
     .name = "fake",
+    .kind = (tp_device_kind_t)7, /* no stream kind: tp_stream_create never finds it */
+    .init = tp_device_unsupported_init,
     .mem_query = fake_query,
     .copy = fake_copy,
     .reduce = fake_reduce,
+    .host_alloc = tp_device_unsupported_host_alloc,
+    .host_free = tp_device_unsupported_host_free,
+    .stream_create = tp_device_unsupported_stream_create,
+    .stream_adopt = tp_device_unsupported_stream_adopt,
+    .stream_destroy = tp_device_unsupported_stream_destroy,
+    .stream_sync = tp_device_unsupported_stream_sync,
+    .stream_write64 = tp_device_unsupported_value,
+    .stream_wait64 = tp_device_unsupported_value,
+    .stream_capturing = tp_device_unsupported_capturing,
     .event_record = tp_device_unsupported_stream,
     .stream_wait = tp_device_unsupported_stream,
     .event_sync = tp_device_unsupported_stream,
@@ -374,9 +392,14 @@ static void test_provider_choice(void)
     CHECK(fake_seen.count == 4 && fake_seen.dtype == TP_I32 && fake_seen.op == TP_MAX && fake_seen.send == arena &&
               fake_seen.recv == arena + 1024 && fake_seen.device == &fake_device,
           "the provider got the call's arguments");
-    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, (tp_stream_t *)arena) == TP_ERR_UNSUPPORTED &&
+    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, (tp_stream_t *)arena) == TP_ERR_INVALID &&
               fake_calls == 1,
-          "a stream is still refused before any provider");
+          "a stream tp_stream_create did not make is refused before any provider");
+    tp_stream_t *hs = NULL;
+    CHECK(tp_stream_create(TP_DEVICE_HOST, NULL, &hs) == TP_OK, "a host stream");
+    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, hs) == TP_ERR_UNSUPPORTED && fake_calls == 1,
+          "a stream no provider takes is refused before any provider");
+    CHECK(tp_stream_destroy(hs) == TP_OK, "destroy the host stream");
     CHECK(tp_all_reduce(&comm, arena, host_buf, 4, TP_I32, TP_SUM, NULL) == TP_ERR_UNSUPPORTED && fake_calls == 1,
           "mixed buffers are refused before any provider");
     fake_result = TP_ERR_PEER_FAILED;

@@ -10,11 +10,7 @@
 
 void *nccl_native_stream(const tp_coll_args_t *a)
 {
-#if TP_DEVICE_ABI >= 2
-    return a->stream != NULL ? a->stream->native : NULL;
-#else
-    return (void *)a->stream;
-#endif
+    return a->stream->native;
 }
 
 static nccl_dtype_t dtype_of(tp_dtype_t t)
@@ -40,16 +36,10 @@ static int overlap(const void *a, size_t alen, const void *b, size_t blen)
     return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
 }
 
-/* What every call checks first: a stream (CUDA buffers are only ever queued), then the comm's communicator. */
+/* What every call checks first: the comm's communicator (a CUDA stream the dispatcher has checked). */
 static tp_status_t begin(nccl_state_t *st, const char *fn, const tp_coll_args_t *a, int collective)
 {
-    if (a->stream == NULL) {
-        tp_log(TP_LOG_ERROR, "nccl",
-               "%s: the buffers are CUDA memory, so the call needs the engine's CUDA stream "
-               "(tp_stream_create(TP_DEVICE_CUDA, stream, &s)); NULL is for host buffers",
-               fn);
-        return TP_ERR_INVALID;
-    }
+    (void)a;
     return collective ? nccl_ready(st, fn) : TP_OK;
 }
 
