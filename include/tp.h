@@ -30,6 +30,14 @@ extern "C" {
 /*
  * Status codes. TP_OK is 0; errors are negative and grouped by how far they reach:
  * -1..-99 this call only, -100..-199 one peer (the job is doomed under fate), -200.. the whole job.
+ *
+ * Errors are fatal by default (TP_ERRORS=fatal, as MPI's default error handler): a call that meets a peer- or
+ * job-scope error does not return; the rank logs the job's first failure (the same rank on every rank: the one
+ * that failed first, never one that ended because of it), runs the tp_fate_register callbacks and exits with
+ * TP_EXIT_PEER_FAILED. With TP_ERRORS=return (agreed by every rank) the call returns the status instead, once the
+ * cause is known: tp_last_error() names the rank that failed first, the callbacks have run, every later call on any
+ * comm returns the same status and tp_finalize returns it at once. An engine that then exits should exit with
+ * TP_EXIT_PEER_FAILED so its launcher sees it as a consequence, not a cause. TP_STOPPED returns in both modes.
  */
 typedef enum tp_status {
     TP_OK = 0,
@@ -48,6 +56,12 @@ typedef enum tp_status {
     TP_ERR_MISMATCH = -201,  /* a setting that must match differs between ranks */
     TP_ERR_DESYNC = -202,    /* ranks called different collectives, counts or types */
     TP_ERR_ABORTED = -203,   /* the job is being torn down */
+    /*
+     * Not a failure: peers called tp_finalize while this rank waited in a call they will never make (a serving
+     * loop's end). tp_last_error() says who and where ("rank 0 and 2 others called tp_finalize while this rank
+     * waits in all_reduce call 3922 on comm 0"); call tp_finalize, which completes. Fate does not fire.
+     */
+    TP_STOPPED = -204,
 } tp_status_t;
 
 typedef enum tp_scope {
@@ -127,10 +141,13 @@ typedef void (*tp_fate_fn)(const tp_failure_t *failure, void *arg);
 
 /*
  * Registers a callback that runs, on the fate thread, when a peer fails and before this rank exits with
- * TP_EXIT_PEER_FAILED (abort NCCL communicators and the like here). Callbacks run in reverse order of
- * registration and must not call back into libtp. May be called before tp_init.
+ * TP_EXIT_PEER_FAILED (with TP_ERRORS=return: before calls return the failure) (abort NCCL communicators and the
+ * like here). Callbacks run once, in reverse order of registration, and must not call back into libtp. May be
+ * called before tp_init.
  */
 TP_API tp_status_t tp_fate_register(tp_fate_fn fn, void *arg);
+/* With TP_ERRORS=return: 1 once the job has failed, with *failure (strings live until exit) filled; else 0. */
+TP_API int tp_fate_failure(tp_failure_t *failure);
 
 /* ---- Collectives (blocking on host memory with a NULL stream) ---- */
 

@@ -101,7 +101,11 @@ TP_API int64_t tp_now_ns(void);
 
 /* ---- Fate: a transport that finds a peer dead reports it; the fate thread ends the job ---- */
 
-/* Reports that a world rank failed; the first report wins; returns immediately (the fate thread exits us). */
+/*
+ * Reports what this rank saw of a world rank's failure (its connection closed in a call); returns at once. The
+ * first report is taken; rank 0 decides which failure every rank names (a rank that closed its connections only
+ * because another failed is never named).
+ */
 TP_API void tp_fate_report(int world_rank, const char *reason);
 
 
@@ -132,7 +136,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 2
+#define TP_TRANSPORT_ABI 3
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -224,9 +228,9 @@ typedef struct tp_transport_ops {
     tp_status_t (*connect)(void *state, const tp_transport_peer_t *peers);
     /* Queues a transfer; nothing moves until progress. */
     tp_status_t (*post)(void *state, tp_xfer_t *xfer);
-    /* Moves what it can and sets *moved; with wait set and nothing moved, spins then blocks until something does
-     * (the runtime waits only when this is the one transport open; with several it polls event_fds). */
-    tp_status_t (*progress)(void *state, int wait, int *moved);
+    /* Moves what it can without blocking and sets *moved (the runtime spins on it, then blocks in one poll over
+     * every transport's event_fds and its own wake fd, so a waiting call also hears of a failure or a stop). */
+    tp_status_t (*progress)(void *state, int *moved);
     /* The fds a wait may block on (with their events) for what is queued now, so a rank with several transports
      * blocks in one poll over all of them; fills at most max and returns how many there are (more than max: the
      * runtime asks again with room), 0 when nothing is queued, -1 when it cannot be waited on (it is then polled). */

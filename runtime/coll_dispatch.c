@@ -1,10 +1,16 @@
 /* coll_dispatch.c: the collective providers in order: those added at run time, then the registration list's; per
  * call, the first that takes the buffers' memory type. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll_dispatch.h"
+#include "coll_internal.h"
 #include "runtime_components.h"
 #include "runtime_devices.h"
+#include "runtime_fate.h"
 #include "runtime_stream.h"
 
 /* Added by tp_coll_provider_add, most recent first; the list's follow (the built-in host engine, which takes host
@@ -54,6 +60,8 @@ int tp_coll_streams_taken(void)
 tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
 {
     coll_comm_t *cc = comm->coll_state;
+    tp_status_t failed = tp_fate_failed();
+    if (failed != TP_OK) return tp_coll_finish(cc, failed, fn); /* the job failed: every comm with it */
     if (cc->failed != TP_OK) {
         tp_log(TP_LOG_ERROR, "coll", "%s: comm %u failed an earlier call (%s)", fn, comm->comm_id,
                tp_status_string(cc->failed));
@@ -88,11 +96,59 @@ static int provider_index(const coll_comm_t *cc, const tp_coll_ops_t *ops)
     return cc->n;
 }
 
+/* Live comms, most recent first (split and destroy may run on any thread), and the counts of destroyed ones: a peer
+ * may still be receiving what this rank sent on a comm before it destroyed it. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static coll_comm_t *live;
+static char *retired;
+static size_t retired_len;
+
+/* Appends cc's counts to out (cap bytes, len used); returns 0, or -1 when they do not fit. */
+static int stop_lines(coll_comm_t *cc, char *out, size_t cap, size_t *len)
+{
+    coll_state_t *cs = tp_coll_host_state(cc);
+    size_t n =
+        (size_t)snprintf(out + *len, cap - *len, "c %" PRIu32 " %" PRIu64 "\n", cc->comm->comm_id, cc->comm->seq);
+    for (int p = 0; cs != NULL && n < cap - *len && p < cc->comm->size; p++)
+        if (cs->send_seq[p] != 0 || cs->recv_seq[p] != 0)
+            n += (size_t)snprintf(out + *len + n, cap - *len - n, "p %" PRIu32 " %d %" PRIu64 " %" PRIu64 "\n",
+                                  cc->comm->comm_id, cc->comm->world_ranks[p], cs->send_seq[p], cs->recv_seq[p]);
+    if (n >= cap - *len) return -1;
+    *len += n;
+    return 0;
+}
+
+/* Keeps a destroyed comm's counts for tp_coll_stop_table (without them a waiting peer is not told of a stop). */
+static void retire(coll_comm_t *cc)
+{
+    for (size_t cap = 256;; cap *= 2) {
+        char *buf = malloc(cap);
+        size_t len = 0;
+        if (buf == NULL) return;
+        if (stop_lines(cc, buf, cap, &len) == 0) {
+            char *more = realloc(retired, retired_len + len + 1);
+            if (more != NULL) {
+                memcpy(more + retired_len, buf, len + 1);
+                retired = more;
+                retired_len += len;
+            }
+            free(buf);
+            return;
+        }
+        free(buf);
+    }
+}
+
 tp_status_t tp_coll_comm_init(tp_comm_t *comm)
 {
     coll_comm_t *cc = calloc(1, sizeof(*cc));
     if (cc == NULL) return TP_ERR_NO_MEMORY;
     comm->coll_state = cc;
+    cc->comm = comm;
+    pthread_mutex_lock(&live_lock);
+    cc->next_live = live;
+    live = cc;
+    pthread_mutex_unlock(&live_lock);
     const tp_coll_ops_t *all[TP_COLL_PROVIDERS_MAX];
     int n = all_providers(all);
     for (; cc->n < n; cc->n++) {
@@ -110,6 +166,19 @@ void tp_coll_comm_fini(tp_comm_t *comm)
 {
     coll_comm_t *cc = comm->coll_state;
     if (cc == NULL) return;
+    pthread_mutex_lock(&live_lock);
+    for (coll_comm_t **pp = &live; *pp != NULL; pp = &(*pp)->next_live)
+        if (*pp == cc) {
+            *pp = cc->next_live;
+            break;
+        }
+    if (cc->comm->comm_id != 0) retire(cc); /* the world ends with tp_finalize: nothing is retired then */
+    else {
+        free(retired);
+        retired = NULL;
+        retired_len = 0;
+    }
+    pthread_mutex_unlock(&live_lock);
     for (int i = cc->n - 1; i >= 0; i--) cc->ops[i]->comm_destroy(cc->state[i]);
     free(cc);
     comm->coll_state = NULL;
@@ -156,21 +225,49 @@ tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *ar
                                     ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
                                     ops->recv,       ops->exchange};
         tp_status_t s = fns[args->call](state, args);
-        if (s != TP_ERR_UNSUPPORTED) return tp_coll_finish(cc, s);
+        if (s != TP_ERR_UNSUPPORTED) return tp_coll_finish(cc, s, fn);
         const tp_coll_ops_t *next = next_provider(cc, args, provider_index(cc, ops), &state);
         if (next == NULL) {
             tp_log(TP_LOG_ERROR, "coll", "%s: collective provider %s cannot take %s memory here, and no other does", fn,
                    ops->name, tp_mem_type_name(args->mem_type));
-            return s;
+            return tp_coll_finish(cc, s, fn);
         }
         ops = next;
     }
 }
 
-tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s)
+tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn)
 {
+    if (tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED) s = tp_fate_call_failed(s, fn);
     if (tp_status_scope(s) >= TP_SCOPE_PEER && cc->failed == TP_OK) cc->failed = s;
     return s;
+}
+
+char *tp_coll_stop_table(void)
+{
+    pthread_mutex_lock(&live_lock);
+    size_t cap = retired_len + 4096, len = 0;
+    char *out = malloc(cap);
+    for (coll_comm_t *cc = live; out != NULL && cc != NULL;) {
+        if (stop_lines(cc, out, cap, &len) == 0) {
+            cc = cc->next_live;
+            continue;
+        }
+        char *more = realloc(out, cap *= 2);
+        if (more == NULL) free(out);
+        out = more;
+    }
+    if (out != NULL && len + retired_len + 1 > cap) {
+        char *more = realloc(out, len + retired_len + 1);
+        if (more == NULL) free(out);
+        out = more;
+    }
+    if (out != NULL) {
+        memcpy(out + len, retired != NULL ? retired : "", retired_len + 1);
+        out[len + retired_len] = '\0';
+    }
+    pthread_mutex_unlock(&live_lock);
+    return out;
 }
 
 void *tp_coll_host_state(coll_comm_t *cc)

@@ -9,6 +9,8 @@
 /* What tp_comm_t's coll_state points at. */
 typedef struct coll_comm {
     tp_status_t failed; /* sticky: a comm that failed a call fails the next ones alike */
+    tp_comm_t *comm;
+    struct coll_comm *next_live; /* every live comm, for the call counts a rank sends when it finalizes */
     int from_split;
     int n;
     const tp_coll_ops_t *ops[TP_COLL_PROVIDERS_MAX];
@@ -29,8 +31,17 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
                                     void **state);
 /* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream. */
 tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b);
-/* Ends a call: a failure that reaches past this call makes the comm fail alike from now on. */
-tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s);
+/*
+ * Ends a call: a peer- or job-scope failure goes to the fate path (fatal: it does not return; TP_ERRORS=return: the
+ * job's first failure is named in fn's message), and makes the comm fail alike from now on.
+ */
+tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn);
+/*
+ * This rank's call counts, sent with its BYE so a peer waiting in a call learns it will not be made (the stop
+ * word): "c COMM_ID CALLS" per live comm, then "p COMM_ID WORLD_PEER SENT RECEIVED" per point-to-point peer.
+ * Returns a malloc'd string, or NULL when out of memory.
+ */
+char *tp_coll_stop_table(void);
 /* The built-in host engine's state on a comm (tp_comm_split's exchange runs on it). */
 void *tp_coll_host_state(coll_comm_t *cc);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "coll_internal.h"
+#include "runtime_fate.h"
 #include "runtime_transports.h"
 
 void coll_begin(coll_call_t *c, coll_state_t *cs, const tp_device_ops_t *dev, tp_coll_kind_t coll, tp_dtype_t dtype,
@@ -14,12 +15,19 @@ void coll_begin(coll_call_t *c, coll_state_t *cs, const tp_device_ops_t *dev, tp
     c->dev = dev;
     c->cs->pool_used = 0;
     c->part_bytes = comm->world->part_bytes;
-    c->id = (tp_frame_id_t){.coll = coll, .dtype = dtype, .op = op, .comm_id = comm->comm_id, .root = root,
-                            .seq = comm->seq++, .count = count};
+    c->id = (tp_frame_id_t){.coll = coll,
+                            .dtype = dtype,
+                            .op = op,
+                            .comm_id = comm->comm_id,
+                            .root = root,
+                            .seq = comm->seq++,
+                            .count = count};
+    c->stop = (tp_stop_call_t){.name = tp_coll_name(coll), .index = c->id.seq, .peer = -1};
+    c->stop_gen = 0;
 }
 
-tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len,
-                     uint32_t first_part, size_t part_bytes)
+tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len, uint32_t first_part,
+                     size_t part_bytes)
 {
     coll_state_t *cs = c->cs;
     if (cs->pool_used == cs->pool_len) return NULL;
@@ -42,7 +50,16 @@ tp_status_t coll_post(coll_call_t *c, tp_xfer_t *x)
     return tp_transports_post(c->comm->world, x);
 }
 
-tp_status_t coll_progress(coll_call_t *c) { return tp_transports_progress(c->comm->world, 1); }
+tp_status_t coll_progress(coll_call_t *c)
+{
+    tp_status_t s = tp_transports_progress(c->comm->world, 1);
+    if (s != TP_OK) return s;
+    if ((s = tp_fate_failed()) != TP_OK) return s;
+    uint64_t gen = tp_stop_gen();
+    if (gen == c->stop_gen) return TP_OK;
+    c->stop_gen = gen;
+    return tp_stop_check(c->comm, &c->stop);
+}
 
 tp_status_t coll_wait_all(coll_call_t *c)
 {

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime_fate.h"
+
 enum { OFF_MAGIC = 0, OFF_COLL = 4, OFF_DTYPE = 5, OFF_OP = 6, OFF_STEP = 7, OFF_COMM = 8, OFF_ROOT = 12,
        OFF_SEQ = 16, OFF_COUNT = 24, OFF_PART = 32, OFF_BYTES = 36 };
 
@@ -84,6 +86,17 @@ static void describe(const tp_frame_id_t *id, char *out, size_t len)
     if (id->coll == TP_COLL_ALL_GATHERV) snprintf(out + n, len - (size_t)n, " counts #%08x", (unsigned)id->root);
 }
 
+/* A frame refused: the error just logged goes to fate as what the peer did (rank 0 decides what every rank names). */
+static tp_status_t refused(int peer, tp_status_t s)
+{
+    char reason[600];
+    snprintf(reason, sizeof(reason), "%s: %s",
+             s == TP_ERR_DESYNC ? "ranks called different collectives" : "it broke the collective protocol",
+             tp_last_error());
+    tp_fate_blame(peer, s, reason);
+    return s;
+}
+
 tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const uint8_t got[TP_FRAME_HEADER_BYTES],
                            uint64_t max_bytes, int peer, int *matched)
 {
@@ -94,20 +107,20 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
     if (get32(got + OFF_MAGIC) != TP_FRAME_MAGIC) {
         tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame with a bad magic 0x%08x: refused", peer,
                get32(got + OFF_MAGIC));
-        return TP_ERR_PROTOCOL;
+        return refused(peer, TP_ERR_PROTOCOL);
     }
     tp_frame_unpack(expected, &e, &estep, &epart, &ebytes);
     tp_frame_unpack(got, &g, &gstep, &gpart, &gbytes);
     if (gbytes > max_bytes) {
         tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame of %" PRIu32 " bytes, over the part size %" PRIu64
                ": refused", peer, gbytes, max_bytes);
-        return TP_ERR_PROTOCOL;
+        return refused(peer, TP_ERR_PROTOCOL);
     }
     if (g.coll < 1 || g.coll > TP_COLL_KIND_MAX || (int)g.dtype < 0 || g.dtype > TP_I64 || (int)g.op < 0 ||
         g.op > TP_MIN) {
         tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame with an unknown collective %d, type %d or op %d: refused",
                peer, (int)g.coll, (int)g.dtype, (int)g.op);
-        return TP_ERR_PROTOCOL;
+        return refused(peer, TP_ERR_PROTOCOL);
     }
     if (g.comm_id != e.comm_id || g.seq != e.seq || g.coll != e.coll || g.dtype != e.dtype || g.op != e.op ||
         g.count != e.count || g.root != e.root) {
@@ -121,7 +134,7 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
         else
             tp_log(TP_LOG_ERROR, "coll", "desync with rank %d on comm %" PRIu32 " call %" PRIu64
                    ": %s here, %s there", peer, e.comm_id, e.seq, here, there);
-        return TP_ERR_DESYNC;
+        return refused(peer, TP_ERR_DESYNC);
     }
     if (gstep == TP_FRAME_STEP_DESYNC) {
         char here[128];
@@ -135,7 +148,7 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
     if (gbytes != ebytes) {
         tp_log(TP_LOG_ERROR, "coll", "rank %d sent %" PRIu32 " bytes for part %" PRIu32 " of %s call %" PRIu64
                " where %" PRIu32 " belong: refused", peer, gbytes, gpart, tp_coll_name(e.coll), e.seq, ebytes);
-        return TP_ERR_PROTOCOL;
+        return refused(peer, TP_ERR_PROTOCOL);
     }
     return TP_OK;
 }

@@ -171,12 +171,27 @@ static void p2p_begin(coll_call_t *c, coll_state_t *cs, const tp_coll_args_t *a,
     c->part_bytes = cs->comm->world->part_bytes;
     c->id =
         (tp_frame_id_t){.coll = coll, .dtype = a->dtype, .op = TP_SUM, .comm_id = cs->comm->comm_id, .count = a->count};
+    c->stop_gen = 0;
+}
+
+/* Where a point-to-point call waits, for the stop word: its index in each direction it moves. */
+static void p2p_stop(coll_call_t *c, const char *name, int peer, int sends, int recvs)
+{
+    coll_state_t *cs = c->cs;
+    c->stop = (tp_stop_call_t){.name = name,
+                               .index = sends ? cs->send_seq[peer] : cs->recv_seq[peer],
+                               .peer = peer,
+                               .sends = sends,
+                               .recvs = recvs,
+                               .send_index = cs->send_seq[peer],
+                               .recv_index = cs->recv_seq[peer]};
 }
 
 static tp_status_t host_send(void *state, const tp_coll_args_t *a)
 {
     coll_call_t c;
     p2p_begin(&c, state, a, TP_COLL_SEND);
+    p2p_stop(&c, "send", a->peer, 1, 0);
     c.id.seq = c.cs->send_seq[a->peer]++;
     tp_status_t s =
         coll_post(&c, coll_xfer(&c, a->peer, 1, 0, (void *)a->send, a->count * tp_dtype_size(a->dtype), 0, 0));
@@ -187,6 +202,7 @@ static tp_status_t host_recv(void *state, const tp_coll_args_t *a)
 {
     coll_call_t c;
     p2p_begin(&c, state, a, TP_COLL_SEND);
+    p2p_stop(&c, "recv", a->peer, 0, 1);
     c.id.seq = c.cs->recv_seq[a->peer]++;
     tp_status_t s = coll_post(&c, coll_xfer(&c, a->peer, 0, 0, a->recv, a->count * tp_dtype_size(a->dtype), 0, 0));
     return finish(&c, s == TP_OK ? coll_wait_all(&c) : s);
@@ -199,6 +215,7 @@ static tp_status_t host_exchange(void *state, const tp_coll_args_t *a)
     int peer = a->peer;
     size_t b = a->count * tp_dtype_size(a->dtype);
     p2p_begin(&c, cs, a, TP_COLL_EXCHANGE);
+    if (peer != c.comm->rank) p2p_stop(&c, "exchange", peer, 1, 1);
     if (peer == c.comm->rank) return a->send != a->recv && b > 0 ? c.dev->copy(a->recv, a->send, b, NULL) : TP_OK;
     if (a->send == a->recv) { /* in place: received parts wait in scratch until the same part has gone out */
         uint64_t sseq = cs->send_seq[peer]++, rseq = cs->recv_seq[peer]++;

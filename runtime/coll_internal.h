@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "coll_frame.h"
+#include "runtime_stop.h"
 #include "runtime_world.h"
 
 #define COLL_WINDOW 2            /* parts in flight per peer into scratch slots */
@@ -34,6 +35,8 @@ typedef struct coll_call {
     const tp_device_ops_t *dev; /* owns the call's buffers: every copy and reduction on them goes through it */
     tp_frame_id_t id;
     size_t part_bytes;
+    tp_stop_call_t stop; /* where it waits, for the stop word */
+    uint64_t stop_gen;   /* the finalize news it has checked against */
 } coll_call_t;
 
 /* Starts a call on the buffers of device dev: identity, sequence number, empty pool. */
@@ -43,7 +46,8 @@ void coll_begin(coll_call_t *c, coll_state_t *cs, const tp_device_ops_t *dev, tp
 tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len,
                      uint32_t first_part, size_t part_bytes);
 tp_status_t coll_post(coll_call_t *c, tp_xfer_t *x);
-/* Waits for the transports to move something. */
+/* Waits for the transports to move something; a failure (TP_ERRORS=return) or peers' finalize that this call can
+ * never complete after (TP_STOPPED) ends the wait. */
 tp_status_t coll_progress(coll_call_t *c);
 /* Waits until every transfer of the call is complete. */
 tp_status_t coll_wait_all(coll_call_t *c);

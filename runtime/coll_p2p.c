@@ -96,7 +96,7 @@ tp_status_t tp_comm_split(tp_comm_t *comm, int color, int key, tp_comm_t **out)
     all[2 * me] = color;
     all[2 * me + 1] = key;
     uint64_t seq;
-    if ((s = tp_coll_finish(cc, coll_split_exchange(tp_coll_host_state(cc), all, &seq))) != TP_OK) goto out;
+    if ((s = tp_coll_finish(cc, coll_split_exchange(tp_coll_host_state(cc), all, &seq), "tp_comm_split")) != TP_OK) goto out;
     if (color < 0) {
         *out = NULL;
         goto out;

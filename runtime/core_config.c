@@ -46,6 +46,14 @@ static tp_status_t check_log_level(const char *text, char *err, size_t err_len)
     return TP_ERR_INVALID;
 }
 
+static tp_status_t check_errors(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (strcmp(text, "fatal") == 0 || strcmp(text, "return") == 0) return TP_OK;
+    snprintf(err, err_len, "TP_ERRORS: expected fatal or return, got \"%s\"", tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
+
 const tp_config_entry_t tp_core_config[] = {
     /* The world contract a launcher gives each rank. */
     {"TP_RANK", "rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index in the world (0-based)", NULL},
@@ -74,6 +82,10 @@ const tp_config_entry_t tp_core_config[] = {
      "seconds between 'waiting for ranks ...' messages while the bootstrap waits", NULL},
     {"TP_HEARTBEAT_TIMEOUT", "heartbeat_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "1",
      "seconds without a heartbeat after which a peer counts as hung and the job fails", NULL},
+    {"TP_ERRORS", "errors", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "fatal",
+     "fatal: a call that meets a peer's failure does not return (the rank names the first failure, runs the fate "
+     "callbacks and exits with 70); return: the call returns it to the engine",
+     check_errors},
     {"TP_PART_BYTES", "part_bytes", TP_CONFIG_SIZE, TP_CONFIG_USER | TP_CONFIG_AGREE, "4M",
      "large collectives move in parts of this many bytes (64 to 1G)", check_part_bytes},
     {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",

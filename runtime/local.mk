@@ -25,6 +25,7 @@ libtp_la_SOURCES += \
 	runtime/runtime_bootstrap.c runtime/runtime_bootstrap.h \
 	runtime/runtime_env.c runtime/runtime_env.h \
 	runtime/runtime_fate.c runtime/runtime_fate.h \
+	runtime/runtime_stop.c runtime/runtime_stop.h \
 	runtime/runtime_iface.c runtime/runtime_iface.h \
 	runtime/runtime_init.c \
 	runtime/runtime_pairs.c runtime/runtime_pairs.h \

@@ -210,6 +210,7 @@ static tp_status_t read_settings(tp_world_t *w)
         return s;
     }
     w->spin_us = spin > 1000000 ? 1000000 : (int)spin;
+    w->errors_return = strcmp(tp_config_value("TP_ERRORS"), "return") == 0;
     snprintf(w->transports, sizeof(w->transports), "%s", tp_config_value("TP_TRANSPORTS"));
     return TP_OK;
 }

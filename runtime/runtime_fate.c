@@ -1,10 +1,18 @@
-/* runtime_fate.c: any rank's death or silence ends every rank fast, without relying on a launcher. */
+/*
+ * runtime_fate.c: any rank's death or silence ends every rank fast, without relying on a launcher.
+ *
+ * Rank 0 is the arbiter: what any other rank suspects (a transport's closed connection, a dead process on its
+ * host, a failed call) goes to rank 0, and rank 0's verdict, the first failure it learns of, is what every rank
+ * names. A rank that learned of a failure ends (or, with TP_ERRORS=return, returns from its call) only after the
+ * verdict reached it, and rank 0 sends the verdict to every rank before any of them acts on it; so a rank that ends
+ * because of another's failure is never taken for the cause, whatever order its peers see connections close in.
+ */
 #include "runtime_fate.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +24,23 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "runtime_stop.h"
 #include "runtime_wire.h"
 
 #define FATE_CALLBACKS_MAX 64
-#define FATE_MSG_MAX 4096
+#define FATE_MSG_MAX       4096
+#define FATE_BYE_MAX       (256 * 1024) /* a BYE carries the rank's call counts per comm (tp_coll_stop_table) */
+/* Rank 0 sends finalize news this long after it changed, so a clean finalize (every rank at once) sends none. */
+#define STOP_RELAY_NS 1000000
 #define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
 
 typedef struct fate_peer {
     int fd;
-    int pidfd;     /* the peer's process, when it runs on this kernel: its death is seen without a relay */
+    int pidfd;        /* the peer's process, when it runs on this kernel: its death is seen without a relay */
     int64_t ended_at; /* its process ended and nothing says why yet: blamed if nothing does in time */
-    int bye;       /* it called tp_finalize */
+    int bye;          /* it called tp_finalize */
+    int relayed;      /* rank 0: its finalize news went to the ranks still in their calls */
+    char *table;      /* rank 0: what it reported with its BYE */
     int64_t last_rx;
     tp_msg_reader_t reader;
 } fate_peer_t;
@@ -43,15 +57,35 @@ static struct {
     pthread_t thread;
     int running;
     int wake_fd;
-    int report_rank;          /* a failure reported by a transport, -1 when none */
-    char report_reason[256];
+    int reported, report_pending; /* a transport or a call reported a failure (the first report is the one taken) */
+    int report_rank;
+    tp_status_t report_status;
+    char report_reason[FATE_MSG_MAX];
     int finalize_requested;
+    const char *finalize_table; /* this rank's call counts, sent with its BYE */
     int finished;
     atomic_int dying;
     fate_peer_t *peers;
     int64_t interval_ns, timeout_ns;
-} fate = {.lock = PTHREAD_MUTEX_INITIALIZER, .done_cond = PTHREAD_COND_INITIALIZER, .wake_fd = -1,
-          .report_rank = -1};
+    int errors_return; /* TP_ERRORS=return: calls return the failure instead of the process exiting */
+    /* the verdict: the job's first failure as rank 0 decided it (under lock; verdict set once) */
+    atomic_int verdict;
+    tp_failure_t failure;
+    tp_status_t failure_status; /* what calls return: TP_ERR_PEER_FAILED, or TP_ERR_DESYNC / TP_ERR_PROTOCOL */
+    char failure_host[TP_HOST_MAX];
+    char failure_reason[FATE_MSG_MAX];
+    pthread_cond_t verdict_cond;
+    int suspect; /* a non-zero rank: the rank it reported to rank 0, -1 when none */
+    tp_status_t suspect_status;
+    char suspect_reason[FATE_MSG_MAX];
+    int64_t suspect_until; /* when it stops waiting for rank 0's verdict and decides itself */
+    int64_t relay_at;      /* rank 0: when finalize news goes out, 0 when none is due */
+} fate = {.lock = PTHREAD_MUTEX_INITIALIZER,
+          .done_cond = PTHREAD_COND_INITIALIZER,
+          .verdict_cond = PTHREAD_COND_INITIALIZER,
+          .wake_fd = -1,
+          .report_rank = -1,
+          .suspect = -1};
 
 tp_status_t tp_fate_register(tp_fate_fn fn, void *arg)
 {
@@ -76,11 +110,15 @@ static void wake(void)
     }
 }
 
-void tp_fate_report(int world_rank, const char *reason)
+void tp_fate_report(int world_rank, const char *reason) { tp_fate_blame(world_rank, TP_ERR_PEER_FAILED, reason); }
+
+void tp_fate_blame(int world_rank, tp_status_t status, const char *reason)
 {
     pthread_mutex_lock(&fate.lock);
-    if (fate.report_rank < 0 && fate.running) {
+    if (!fate.reported && fate.running) {
+        fate.reported = fate.report_pending = 1;
         fate.report_rank = world_rank;
+        fate.report_status = status;
         snprintf(fate.report_reason, sizeof(fate.report_reason), "%s", reason);
     }
     pthread_mutex_unlock(&fate.lock);
@@ -96,24 +134,30 @@ static void flush_stream(FILE *f)
     }
 }
 
-/* Ends this rank: logs the cause, runs the engine's callbacks, exits with TP_EXIT_PEER_FAILED. */
+static void run_callbacks(const tp_failure_t *f)
+{
+    for (int i = fate.num_callbacks - 1; i >= 0; i--) fate.callbacks[i].fn(f, fate.callbacks[i].arg);
+}
+
+/* Ends this rank (TP_ERRORS=fatal): logs the cause, runs the engine's callbacks, exits with TP_EXIT_PEER_FAILED. */
 static void fate_die(const tp_failure_t *f)
 {
     if (atomic_exchange(&fate.dying, 1)) return;
     int n = fate.num_callbacks;
-    tp_log(TP_LOG_ERROR, "fate", "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting "
-           "with status %d", f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s",
-           TP_EXIT_PEER_FAILED);
-    for (int i = n - 1; i >= 0; i--) fate.callbacks[i].fn(f, fate.callbacks[i].arg);
+    tp_log(TP_LOG_ERROR, "fate",
+           "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting "
+           "with status %d",
+           f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s", TP_EXIT_PEER_FAILED);
+    run_callbacks(f);
     flush_stream(stdout);
     flush_stream(stderr);
     _exit(TP_EXIT_PEER_FAILED);
 }
 
-static void send_fail(int fd, const tp_failure_t *f)
+static void send_fail(int fd, const tp_failure_t *f, tp_status_t status)
 {
     char buf[FATE_MSG_MAX];
-    int n = snprintf(buf, sizeof(buf), "%d\n%d\n%s\n%s", f->rank, (int)f->pid, f->host, f->reason);
+    int n = snprintf(buf, sizeof(buf), "%d\n%d\n%s\n%d\n%s", f->rank, (int)f->pid, f->host, (int)status, f->reason);
     if (n >= (int)sizeof(buf)) n = (int)sizeof(buf) - 1;
     tp_wire_send_msg(fd, TP_MSG_FAIL, buf, (size_t)n, tp_now_ns() + 100000000);
 }
@@ -134,41 +178,96 @@ static void quiesce_connections(void)
     }
 }
 
-/* A failure seen here: rank 0 tells everyone, another rank tells rank 0 (unless rank 0 is the one failed). */
-static void fail_job(int rank, const char *reason)
+/*
+ * The verdict: the job's first failure as every rank names it. Rank 0 sends it to every other rank before acting
+ * on it; then this rank exits (fatal) or runs the callbacks and lets its calls return it (TP_ERRORS=return).
+ * Returns only in return mode.
+ */
+static void decide_status(int rank, tp_status_t status, const char *reason)
 {
     tp_world_t *w = fate.world;
+    pthread_mutex_lock(&fate.lock);
+    if (atomic_load(&fate.verdict)) {
+        pthread_mutex_unlock(&fate.lock);
+        return;
+    }
+    int known = rank >= 0 && rank < w->size;
+    snprintf(fate.failure_host, sizeof(fate.failure_host), "%s", known ? w->peers[rank].host : "");
+    snprintf(fate.failure_reason, sizeof(fate.failure_reason), "%s", reason);
+    fate.failure = (tp_failure_t){
+        .rank = rank, .host = fate.failure_host, .pid = known ? w->peers[rank].pid : 0, .reason = fate.failure_reason};
+    fate.failure_status =
+        tp_status_scope(status) >= TP_SCOPE_PEER && status != TP_STOPPED ? status : TP_ERR_PEER_FAILED;
+    atomic_store(&fate.verdict, 1);
+    pthread_cond_broadcast(&fate.verdict_cond);
+    pthread_mutex_unlock(&fate.lock);
+    if (w->rank == 0)
+        for (int r = 1; r < w->size; r++)
+            if (fate.peers[r].fd >= 0) send_fail(fate.peers[r].fd, &fate.failure, fate.failure_status);
+    if (!fate.errors_return) {
+        quiesce_connections();
+        fate_die(&fate.failure);
+    }
+    const tp_failure_t *f = &fate.failure;
+    int n = fate.num_callbacks;
+    tp_log(TP_LOG_ERROR, "fate",
+           "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s; calls return "
+           "the failure (TP_ERRORS=return)",
+           f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s");
+    run_callbacks(f);
+    tp_stop_wake_failed();
+}
+
+static void decide(int rank, const char *reason) { decide_status(rank, TP_ERR_PEER_FAILED, reason); }
+
+/*
+ * What this rank saw: rank 0 decides at once; another rank tells rank 0 and waits for its verdict (which names the
+ * first failure rank 0 learned of), deciding itself only if none comes within the heartbeat timeout. A suspicion of
+ * rank 0 itself waits for rank 0's connection: a verdict it sent comes before its end.
+ */
+static void suspect(int rank, tp_status_t status, const char *reason, int64_t now)
+{
+    tp_world_t *w = fate.world;
+    if (atomic_load(&fate.verdict)) return;
+    if (w->rank == 0) {
+        decide_status(rank, status, reason);
+        return;
+    }
+    if (fate.suspect >= 0) return; /* rank 0 has it: its verdict covers this too */
+    fate.suspect = rank;
+    fate.suspect_status = status;
+    snprintf(fate.suspect_reason, sizeof(fate.suspect_reason), "%s", reason);
+    fate.suspect_until = now + fate.timeout_ns;
     tp_failure_t f = {.rank = rank, .host = "", .pid = 0, .reason = reason};
-    if (rank >= 0 && rank < w->size) {
+    if (rank > 0 && rank < w->size) {
         f.host = w->peers[rank].host;
         f.pid = w->peers[rank].pid;
     }
-    if (w->rank == 0) {
-        for (int r = 1; r < w->size; r++)
-            if (r != rank && fate.peers[r].fd >= 0) send_fail(fate.peers[r].fd, &f);
-    } else if (rank != 0 && fate.peers[0].fd >= 0) {
-        send_fail(fate.peers[0].fd, &f);
-    }
-    quiesce_connections();
-    fate_die(&f);
+    if (rank != 0 && fate.peers[0].fd >= 0) send_fail(fate.peers[0].fd, &f, status);
 }
 
-/* A FAIL message from a peer: rank 0 relays it to the others, then everyone dies. */
-static void on_fail_msg(int from, char *payload)
+/* A FAIL message: from rank 0 it is the verdict; at rank 0, another rank's suspicion. */
+static void on_fail_msg(int from, char *payload, int64_t now)
 {
     char *save = NULL;
     char *rank_s = strtok_r(payload, "\n", &save), *pid_s = strtok_r(NULL, "\n", &save);
-    char *host = strtok_r(NULL, "\n", &save), *reason = strtok_r(NULL, "", &save);
-    int rank = rank_s ? atoi(rank_s) : -1;
-    if (rank < 0 || rank >= fate.world->size || reason == NULL) {
-        fail_job(from, "sent a malformed failure report");
+    char *host = strtok_r(NULL, "\n", &save), *status_s = strtok_r(NULL, "\n", &save);
+    char *reason = strtok_r(NULL, "", &save);
+    int rank = rank_s ? atoi(rank_s) : -2;
+    if (rank < -1 || rank >= fate.world->size || reason == NULL) {
+        suspect(from, TP_ERR_PROTOCOL, "sent a malformed failure report", now);
         return;
     }
     (void)pid_s;
     (void)host;
+    tp_status_t status = (tp_status_t)atoi(status_s); /* decide_status keeps only a peer- or job-scope one */
+    if (fate.world->rank != 0) {
+        decide_status(rank, status, reason);
+        return;
+    }
     char why[FATE_MSG_MAX + 64];
     snprintf(why, sizeof(why), "%s (reported by rank %d)", reason, from);
-    fail_job(rank, from == rank || fate.world->rank != 0 ? reason : why);
+    decide_status(rank, status, from == rank ? reason : why);
 }
 
 static void broadcast(tp_msg_type_t type)
@@ -186,6 +285,56 @@ static int all_bye(int self_finalizing)
     for (int r = 1; r < w->size; r++)
         if (!fate.peers[r].bye) return 0;
     return 1;
+}
+
+/* Rank 0: rank r called tp_finalize with these call counts; the ranks still in their calls hear of it shortly. */
+static void on_bye(int r, const char *table, int64_t now)
+{
+    fate_peer_t *p = &fate.peers[r];
+    p->bye = 1;
+    free(p->table);
+    p->table = NULL;
+    size_t len = (table != NULL ? strlen(table) : 0) + 16;
+    if ((p->table = malloc(len)) == NULL) return; /* peers waiting on r wait for the job's end as before */
+    int n = snprintf(p->table, len, "r %d\n", r);
+    for (const char *line = table, *nl; line != NULL && (nl = strchr(line, '\n')) != NULL; line = nl + 1)
+        if ((line[0] == 'c' || line[0] == 'p') && line[1] == ' ') { /* only counts: a peer cannot speak for others */
+            memcpy(p->table + n, line, (size_t)(nl + 1 - line));
+            n += (int)(nl + 1 - line);
+        }
+    p->table[n] = '\0';
+    if (r != 0) tp_stop_news(p->table, fate.world->size);
+    if (fate.relay_at == 0) fate.relay_at = now + STOP_RELAY_NS;
+}
+
+/* Rank 0: the finalize news not sent yet goes to every rank that has not called tp_finalize. */
+static void relay_stop_news(void)
+{
+    tp_world_t *w = fate.world;
+    size_t len = 0;
+    fate.relay_at = 0;
+    for (int r = 0; r < w->size; r++)
+        if (fate.peers[r].table != NULL && !fate.peers[r].relayed) len += strlen(fate.peers[r].table);
+    char *msg = malloc(len + 1);
+    if (msg == NULL) return; /* those ranks wait for the job's end as before the news */
+    len = 0;
+    for (int r = 0; r < w->size; r++) {
+        fate_peer_t *p = &fate.peers[r];
+        if (p->table == NULL || p->relayed) continue;
+        p->relayed = 1;
+        memcpy(msg + len, p->table, strlen(p->table));
+        len += strlen(p->table);
+    }
+    for (int x = 1; x < w->size && len > 0; x++)
+        if (!fate.peers[x].bye && fate.peers[x].fd >= 0)
+            tp_wire_send_msg(fate.peers[x].fd, TP_MSG_STOP, msg, len, tp_now_ns() + 100000000);
+    free(msg);
+}
+
+/* A rank: rank 0 relays which ranks called tp_finalize, with their call counts. */
+static void on_stop_msg(const char *payload)
+{
+    if (tp_stop_news(payload, fate.world->size) != 0) decide(0, "sent malformed finalize news");
 }
 
 /* How a peer process on this kernel ended, from its zombie's /proc entry; -1 once reaped or unreadable. */
@@ -231,7 +380,8 @@ static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int f
         p->pidfd = -1;
         if (finalizing || p->bye) continue;
         if (st < 0 || teardown_signal(st)) p->ended_at = now;
-        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)) fail_job(r, ENDED_WITHOUT_FINALIZE);
+        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED))
+            suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
     }
 }
 
@@ -240,34 +390,49 @@ static int service_peer(int r, int64_t now)
 {
     fate_peer_t *p = &fate.peers[r];
     char why[256], reason[320];
-    for (;;) {
+    while (!atomic_load(&fate.verdict)) {
         tp_read_result_t rr = tp_msg_reader_step(&p->reader, p->fd, why, sizeof(why));
         if (rr == TP_READ_MORE) return 0;
         if (rr == TP_READ_EOF) {
             close(p->fd);
             p->fd = -1;
-            if (p->bye) return 0; /* it finished its work and called tp_finalize */
-            fail_job(r, ENDED_WITHOUT_FINALIZE);
+            if (p->bye) return 0;              /* it finished its work and called tp_finalize */
+            decide(r, ENDED_WITHOUT_FINALIZE); /* its own connection: nobody else can say more */
+            return 0;
         }
         if (rr == TP_READ_ERROR) {
             snprintf(reason, sizeof(reason), "broke the fate protocol: %s", why);
-            fail_job(r, reason);
+            decide(r, reason);
+            return 0;
         }
         p->last_rx = now;
+        int to_zero = fate.world->rank == 0;
         switch (p->reader.header.type) {
         case TP_MSG_HEARTBEAT: break;
-        case TP_MSG_BYE: p->bye = 1; break;
-        case TP_MSG_BYE_ACK:
-            if (r == 0 && fate.world->rank != 0) return 1;
-            fail_job(r, "sent a finalize acknowledgement it may not send");
+        case TP_MSG_BYE:
+            if (to_zero) on_bye(r, p->reader.payload, now);
+            else decide(r, "sent a finalize message only rank 0 may receive");
             break;
-        case TP_MSG_FAIL: on_fail_msg(r, p->reader.payload); break;
-        default: fail_job(r, "sent a message that does not belong to the fate protocol");
+        case TP_MSG_BYE_ACK:
+            if (r == 0 && !to_zero) return 1;
+            decide(r, "sent a finalize acknowledgement it may not send");
+            break;
+        case TP_MSG_FAIL: on_fail_msg(r, p->reader.payload, now); break;
+        case TP_MSG_STOP:
+            if (r == 0 && !to_zero) on_stop_msg(p->reader.payload);
+            else decide(r, "sent finalize news only rank 0 may send");
+            break;
+        default: decide(r, "sent a message that does not belong to the fate protocol");
         }
         tp_msg_reader_reset(&p->reader);
     }
+    return 0;
 }
 
+/* The earliest of a and b, where 0 means none. */
+static int64_t earliest(int64_t a, int64_t b) { return a == 0 ? b : b == 0 || a < b ? a : b; }
+
+/* Watches every peer until the job is over for this rank: its finalize completed, or (return mode) a verdict. */
 static void *fate_main(void *arg)
 {
     tp_world_t *w = arg;
@@ -275,23 +440,31 @@ static void *fate_main(void *arg)
     int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
     int64_t next_hb = tp_now_ns();
     int sent_bye = 0, finalizing = 0;
-    if (pfd == NULL || who == NULL) fail_job(-1, "out of memory in the fate thread");
-    for (;;) {
+    if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
+    while (!atomic_load(&fate.verdict)) {
         int64_t now = tp_now_ns();
         if (now >= next_hb) {
             broadcast(TP_MSG_HEARTBEAT);
             next_hb = now + fate.interval_ns;
         }
-        int64_t until = next_hb;
+        if (fate.relay_at != 0 && now >= fate.relay_at) relay_stop_news();
+        if (fate.suspect >= 0 && now >= fate.suspect_until) {
+            char reason[FATE_MSG_MAX + 80];
+            snprintf(reason, sizeof(reason), "%s (rank 0 did not confirm it within %g s)", fate.suspect_reason,
+                     (double)fate.timeout_ns / 1e9);
+            decide_status(fate.suspect, fate.suspect_status, reason);
+            break;
+        }
+        int64_t until = earliest(earliest(next_hb, fate.relay_at), fate.suspect >= 0 ? fate.suspect_until : 0);
         int n = 0;
         pfd[n] = (struct pollfd){.fd = fate.wake_fd, .events = POLLIN};
         who[n++] = -1;
-        for (int r = 0; r < w->size; r++) {
+        for (int r = 0; r < w->size && !atomic_load(&fate.verdict); r++) {
             fate_peer_t *p = &fate.peers[r];
             if (r == w->rank) continue;
             if (p->ended_at != 0 && !(sent_bye || finalizing)) {
-                if (now - p->ended_at >= fate.timeout_ns) fail_job(r, ENDED_WITHOUT_FINALIZE);
-                if (p->ended_at + fate.timeout_ns < until) until = p->ended_at + fate.timeout_ns;
+                if (now - p->ended_at >= fate.timeout_ns) suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
+                until = earliest(until, p->ended_at + fate.timeout_ns);
             }
             if (p->pidfd >= 0) {
                 pfd[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
@@ -302,34 +475,39 @@ static void *fate_main(void *arg)
                 char reason[128];
                 snprintf(reason, sizeof(reason), "sent nothing for %g s (stopped or hung; TP_HEARTBEAT_TIMEOUT)",
                          (double)fate.timeout_ns / 1e9);
-                fail_job(r, reason);
+                decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
             }
-            if (p->last_rx + fate.timeout_ns + 1 < until) until = p->last_rx + fate.timeout_ns + 1;
+            until = earliest(until, p->last_rx + fate.timeout_ns + 1);
             pfd[n] = (struct pollfd){.fd = p->fd, .events = POLLIN};
             who[n++] = r;
         }
+        if (atomic_load(&fate.verdict)) break;
         int ms = until > now ? (int)((until - now + 999999) / 1000000) : 0;
         int rc = poll(pfd, (nfds_t)n, ms);
-        if (rc < 0 && errno != EINTR) fail_job(-1, "poll failed in the fate thread");
+        if (rc < 0 && errno != EINTR) decide(-1, "poll failed in the fate thread");
         now = tp_now_ns();
         /* Messages first: a FAIL names the cause, and arrives before its sender's own end is visible. */
         for (int i = 1; rc > 0 && i < n; i++)
-            if (pfd[i].revents && who[i] >= 0 && fate.peers[who[i]].fd >= 0 && service_peer(who[i], now))
-                goto finished;
-        if (rc > 0) on_peer_exits(pfd, who, n, sent_bye || finalizing, now);
-        if (rc > 0 && pfd[0].revents) {
+            if (pfd[i].revents && who[i] >= 0 && fate.peers[who[i]].fd >= 0 && service_peer(who[i], now)) goto finished;
+        if (rc > 0 && !atomic_load(&fate.verdict)) on_peer_exits(pfd, who, n, sent_bye || finalizing, now);
+        if (rc > 0 && pfd[0].revents && !atomic_load(&fate.verdict)) {
             uint64_t v;
             if (read(fate.wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */
             }
             pthread_mutex_lock(&fate.lock);
-            int rank = fate.report_rank;
-            char reason[256];
+            int rank = fate.report_rank, pending = fate.report_pending;
+            tp_status_t status = fate.report_status;
+            char reason[FATE_MSG_MAX];
             snprintf(reason, sizeof(reason), "%s", fate.report_reason);
+            fate.report_pending = 0;
             finalizing = fate.finalize_requested;
+            const char *table = fate.finalize_table;
             pthread_mutex_unlock(&fate.lock);
-            if (rank >= 0) fail_job(rank, reason);
-            if (finalizing && w->rank != 0 && !sent_bye) {
-                tp_wire_send_msg(fate.peers[0].fd, TP_MSG_BYE, NULL, 0, now + 100000000);
+            if (pending) suspect(rank, status, reason, now);
+            if (finalizing && w->rank == 0 && !fate.peers[0].bye) on_bye(0, table, now);
+            if (finalizing && w->rank != 0 && !sent_bye && !atomic_load(&fate.verdict)) {
+                tp_wire_send_msg(fate.peers[0].fd, TP_MSG_BYE, table, table != NULL ? strlen(table) : 0,
+                                 now + 100000000);
                 sent_bye = 1;
             }
         }
@@ -352,6 +530,7 @@ tp_status_t tp_fate_start(tp_world_t *w)
 {
     if (w->size == 1) return TP_OK;
     fate.world = w;
+    fate.errors_return = w->errors_return;
     fate.timeout_ns = (int64_t)(w->heartbeat_timeout_s * 1e9);
     fate.interval_ns = fate.timeout_ns / 4 > 1000000 ? fate.timeout_ns / 4 : 1000000;
     fate.peers = calloc((size_t)w->size, sizeof(*fate.peers));
@@ -365,16 +544,23 @@ tp_status_t tp_fate_start(tp_world_t *w)
             fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0); /* -1: the connection alone */
         fate.peers[r].last_rx = now;
         if (fate.peers[r].fd >= 0) tp_fd_set_nonblocking(fate.peers[r].fd);
-        tp_msg_reader_init(&fate.peers[r].reader, FATE_MSG_MAX);
+        tp_msg_reader_init(&fate.peers[r].reader, FATE_BYE_MAX);
     }
     fate.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (fate.wake_fd < 0) {
         tp_log(TP_LOG_ERROR, "fate", "eventfd: %s", strerror(errno));
         return TP_ERR_SYSTEM;
     }
+    tp_status_t s = tp_stop_open();
+    if (s != TP_OK) return s;
     fate.finished = 0;
     fate.finalize_requested = 0;
+    fate.finalize_table = NULL;
+    fate.reported = fate.report_pending = 0;
     fate.report_rank = -1;
+    fate.suspect = -1;
+    fate.relay_at = 0;
+    atomic_store(&fate.verdict, 0);
     if (pthread_create(&fate.thread, NULL, fate_main, w) != 0) {
         tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread");
         return TP_ERR_SYSTEM;
@@ -383,11 +569,52 @@ tp_status_t tp_fate_start(tp_world_t *w)
     return TP_OK;
 }
 
-tp_status_t tp_fate_finalize(tp_world_t *w)
+tp_status_t tp_fate_failed(void) { return atomic_load(&fate.verdict) ? fate.failure_status : TP_OK; }
+
+int tp_fate_failure(tp_failure_t *out)
+{
+    if (!atomic_load(&fate.verdict)) return 0;
+    if (out != NULL) *out = fate.failure; /* set once, before the flag */
+    return 1;
+}
+
+tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
+{
+    if (!fate.running) return s;
+    /* The cause reaches rank 0 and comes back as the verdict; a call that failed without a report (its peer
+     * reported instead) waits for it too, at most two heartbeat timeouts. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    int64_t ns = until.tv_nsec + 2 * fate.timeout_ns + 100000000;
+    until.tv_sec += ns / 1000000000;
+    until.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&fate.lock);
+    while (!atomic_load(&fate.verdict))
+        if (pthread_cond_timedwait(&fate.verdict_cond, &fate.lock, &until) != 0) break;
+    pthread_mutex_unlock(&fate.lock);
+    int have = atomic_load(&fate.verdict);
+    if (!fate.errors_return) {
+        if (!have) {
+            char reason[600];
+            snprintf(reason, sizeof(reason), "%s failed (%s) and no peer's failure explains it", fn, tp_last_error());
+            tp_failure_t own = {.rank = -1, .host = "", .pid = 0, .reason = reason};
+            fate_die(&own);
+        }
+        for (;;) pause(); /* the fate thread is ending this process */
+    }
+    if (!have) return s;
+    const tp_failure_t *f = &fate.failure;
+    tp_log_status(TP_LOG_DEBUG, "fate", "%s: peer rank %d (host %s, pid %d) failed: %s", fn, f->rank, f->host,
+                  (int)f->pid, f->reason);
+    return fate.failure_status;
+}
+
+tp_status_t tp_fate_finalize(tp_world_t *w, const char *table)
 {
     if (!fate.running) return TP_OK;
     pthread_mutex_lock(&fate.lock);
     fate.finalize_requested = 1;
+    fate.finalize_table = table;
     pthread_mutex_unlock(&fate.lock);
     wake();
     pthread_mutex_lock(&fate.lock);
@@ -400,10 +627,16 @@ tp_status_t tp_fate_finalize(tp_world_t *w)
         if (fate.peers[r].pidfd >= 0) close(fate.peers[r].pidfd);
         w->fate_fds[r] = -1;
         tp_msg_reader_free(&fate.peers[r].reader);
+        free(fate.peers[r].table);
     }
     free(fate.peers);
     fate.peers = NULL;
     close(fate.wake_fd);
     fate.wake_fd = -1;
-    return TP_OK;
+    tp_stop_close();
+    if (!atomic_load(&fate.verdict)) return TP_OK;
+    const tp_failure_t *f = &fate.failure;
+    tp_log_status(TP_LOG_DEBUG, "fate", "tp_finalize: peer rank %d (host %s, pid %d) failed: %s", f->rank, f->host,
+                  (int)f->pid, f->reason);
+    return TP_ERR_PEER_FAILED;
 }

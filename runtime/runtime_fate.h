@@ -6,7 +6,21 @@
 
 /* Starts watching the job over the bootstrap connections (w->fate_fds); a world of 1 needs nothing. */
 tp_status_t tp_fate_start(tp_world_t *w);
-/* Leaves the job cleanly: waits until every rank is finalizing, then stops the thread and closes the fds. */
-tp_status_t tp_fate_finalize(tp_world_t *w);
+/*
+ * Leaves the job cleanly: sends this rank's call counts (table, tp_coll_stop_table's text; kept until it returns)
+ * with its BYE, waits until every rank is finalizing, then stops the thread and closes the fds. After a failure
+ * (TP_ERRORS=return) it returns TP_ERR_PEER_FAILED at once.
+ */
+tp_status_t tp_fate_finalize(tp_world_t *w, const char *table);
+/*
+ * The end of a call that failed with a peer- or job-scope status s: waits for the verdict (the failure every rank
+ * names), then returns the status for the engine with the verdict as this thread's last error (TP_ERRORS=return),
+ * or never returns: the fate path ends the process (fatal).
+ */
+tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn);
+/* The job's failure status once it has failed (a verdict is in; a waiting call stops at once), else TP_OK. */
+tp_status_t tp_fate_failed(void);
+/* tp_fate_report with the status calls get (a refused frame: TP_ERR_PROTOCOL or TP_ERR_DESYNC). */
+void tp_fate_blame(int world_rank, tp_status_t status, const char *reason);
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coll_dispatch.h"
 #include "runtime_bootstrap.h"
 #include "runtime_config.h"
 #include "runtime_env.h"
@@ -238,7 +239,9 @@ tp_status_t tp_finalize(tp_comm_t *world)
         return TP_ERR_INVALID;
     }
     tp_world_t *w = world->world;
-    tp_status_t s = tp_fate_finalize(w);
+    char *table = tp_coll_stop_table(); /* NULL (out of memory): peers waiting on this rank wait for the job's end */
+    tp_status_t s = tp_fate_finalize(w, table);
+    free(table);
     tp_coll_comm_fini(world);
     tp_transports_close(w);
     free(world->world_ranks);

@@ -43,9 +43,9 @@ void tp_log_write_all(int fd, const char *buf, size_t len)
     }
 }
 
-void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list ap)
+static void log_v(tp_log_level_t level, int as_error, const char *subsys, const char *fmt, va_list ap)
 {
-    if (level == TP_LOG_ERROR) {
+    if (level == TP_LOG_ERROR || as_error) {
         va_list copy;
         va_copy(copy, ap);
         vsnprintf(last_error, sizeof(last_error), fmt, copy);
@@ -74,6 +74,19 @@ void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list
     if ((size_t)n >= sizeof(line) - 1) n = (int)sizeof(line) - 2;
     line[n++] = '\n';
     tp_log_write_all(STDERR_FILENO, line, (size_t)n);
+}
+
+void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list ap)
+{
+    log_v(level, 0, subsys, fmt, ap);
+}
+
+void tp_log_status(tp_log_level_t level, const char *subsys, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_v(level, 1, subsys, fmt, ap);
+    va_end(ap);
 }
 
 void tp_log(tp_log_level_t level, const char *subsys, const char *fmt, ...)

@@ -16,6 +16,10 @@ void tp_log_set_rank(int rank);
 void tp_log_set_program(const char *name);
 
 void tp_log_v(tp_log_level_t level, const char *subsys, const char *fmt, va_list ap);
+/* Like tp_log, and the message becomes this thread's tp_last_error() whatever the level (a status that is not an
+ * error, TP_STOPPED, still says why). */
+void tp_log_status(tp_log_level_t level, const char *subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Formats a sorted rank list compactly for messages: "0-2,5,7-9" ("..." when it does not fit). */
 void tp_format_ranks(const int *ranks, size_t n, char *out, size_t len);

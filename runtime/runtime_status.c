@@ -17,6 +17,7 @@ const char *tp_status_string(tp_status_t status)
     case TP_ERR_MISMATCH: return "settings differ between ranks";
     case TP_ERR_DESYNC: return "ranks called different collectives";
     case TP_ERR_ABORTED: return "job aborted";
+    case TP_STOPPED: return "peers called tp_finalize while this rank waited";
     }
     return "unknown status";
 }

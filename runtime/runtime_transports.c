@@ -13,6 +13,7 @@
 #include "runtime_iface.h"
 #include "runtime_pairs.h"
 #include "runtime_record.h"
+#include "runtime_stop.h"
 
 /* The transports of the registration list (runtime_components.c), in its order of preference; TP_TRANSPORTS may
  * reorder or drop them. */
@@ -431,7 +432,7 @@ static tp_status_t progress_all(tp_transports_t *t, int *moved)
     *moved = 0;
     for (int k = 0; k < t->n; k++) {
         int m = 0;
-        tp_status_t s = t->ops[k]->progress(t->state[k], 0, &m);
+        tp_status_t s = t->ops[k]->progress(t->state[k], &m);
         *moved |= m;
         if (s != TP_OK) return s;
     }
@@ -442,20 +443,20 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
 {
     tp_transports_t *t = w->transport_state;
     int moved = 0;
-    if (t->n == 1) return t->ops[0]->progress(t->state[0], wait, &moved);
-    tp_status_t s = progress_all(t, &moved); /* several transports: each in turn, then one poll over all */
+    tp_status_t s = progress_all(t, &moved); /* each transport in turn, then one poll over all */
     if (s != TP_OK || moved || !wait) return s;
     int64_t spin_end = tp_now_ns() + (int64_t)w->spin_us * 1000;
     while (tp_now_ns() < spin_end) {
         sched_yield(); /* a rank that shares its core lets the peer it waits for run */
         if ((s = progress_all(t, &moved)) != TP_OK || moved) return s;
     }
-    int n = 0, blockable = 1;
+    /* Slot 0 is the wake fd: a failure or finalize news wakes the call, which decides whether to go on waiting. */
+    int n = 1, blockable = 1, wake = tp_stop_wake_fd();
     for (int k = 0; k < t->n; k++) {
         for (;;) {
-            int got = t->ops[k]->event_fds(t->state[k], t->pfds + n, t->pfds_len - n);
+            int room = t->pfds_len - n, got = room > 0 ? t->ops[k]->event_fds(t->state[k], t->pfds + n, room) : 1;
             if (got < 0) blockable = 0;
-            if (got <= t->pfds_len - n) {
+            if (room > 0 && got <= room) {
                 n += got > 0 ? got : 0;
                 break;
             }
@@ -466,7 +467,11 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
         }
     }
     /* A transport without fds is polled, not waited on: the caller calls again at once. */
-    if (n > 0 && poll(t->pfds, (nfds_t)n, blockable ? 1000 : 0) < 0 && errno != EINTR) return TP_ERR_SYSTEM;
+    if (n > 1) {
+        struct pollfd *fds = t->pfds + (wake < 0);
+        t->pfds[0] = (struct pollfd){.fd = wake, .events = POLLIN};
+        if (poll(fds, (nfds_t)(n - (wake < 0)), blockable ? 1000 : 0) < 0 && errno != EINTR) return TP_ERR_SYSTEM;
+    }
     return progress_all(t, &moved);
 }
 

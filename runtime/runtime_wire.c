@@ -235,7 +235,7 @@ tp_read_result_t tp_msg_reader_step(tp_msg_reader_t *r, int fd, char *why, size_
         r->have += (size_t)n;
         if (r->have == sizeof(r->header)) {
             if (r->header.magic != TP_WIRE_MAGIC || r->header.type < TP_MSG_RECORD ||
-                r->header.type > TP_MSG_PAIRS) {
+                r->header.type > TP_MSG_STOP) {
                 snprintf(why, why_len, "bad message header (magic %08x, type %u)", r->header.magic,
                          r->header.type);
                 return TP_READ_ERROR;

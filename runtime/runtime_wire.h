@@ -19,6 +19,7 @@ typedef enum tp_msg_type {
     TP_MSG_BYE = 6,       /* rank -> 0: this rank is finalizing */
     TP_MSG_BYE_ACK = 7,   /* 0 -> rank: every rank is finalizing; close */
     TP_MSG_PAIRS = 8,     /* rank -> 0 -> rank: per-pair connection data, before fate */
+    TP_MSG_STOP = 9,      /* 0 -> rank: a rank called tp_finalize, with its call counts (the stop word) */
 } tp_msg_type_t;
 
 typedef struct tp_msg_header {

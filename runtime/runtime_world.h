@@ -68,6 +68,7 @@ typedef struct tp_world {
     double heartbeat_timeout_s;
     uint64_t part_bytes;
     int spin_us;
+    int errors_return; /* TP_ERRORS=return: peer and job errors come back from calls instead of ending the rank */
     char transports[256];
     tp_setting_t *settings; /* every agreed setting, built-in and engine-added, in a fixed order */
     int num_settings;

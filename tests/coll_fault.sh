@@ -1,6 +1,7 @@
 #!/bin/bash
-# Desync (collective, count, type, root; dissemination against an all-peers algorithm) at 2-5 ranks: every rank
-# fails naming the mismatch. A peer
+# Desync (collective, count, type, root; dissemination against an all-peers algorithm) at 2-5 ranks: with
+# TP_ERRORS=return every rank's call fails naming the mismatch (the one rank 0 took first); by default (fatal) every
+# rank exits 70 naming it. A peer
 # SIGKILLed mid-call: the others fail with TP_ERR_PEER_FAILED naming it, within 50 ms. Forged frames on a real
 # data connection (garbage, an impossible size): refused with TP_ERR_PROTOCOL.
 set -u
@@ -10,11 +11,20 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 for mode in desync-coll desync-count desync-type desync-root desync-large desync-barrier; do
     for n in 2 3 4 5; do
-        out=$(timeout 30 "$TPRUN" -n $n $PROG $mode 2>&1)
-        got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: desync with rank")
+        out=$(TP_ERRORS=return timeout 30 "$TPRUN" -n $n $PROG $mode 2>&1)
+        got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: tp_[a-z_]*: peer rank [0-9]* (.*) failed: ranks called different collectives: desync with rank")
         if [ "$got" -eq "$n" ]; then echo "ok: $mode at $n ranks: every rank failed with a desync"
         else fail "$mode at $n ranks: $got of $n ranks reported the desync"; echo "$out" | tail -12; fi
     done
+done
+for n in 2 4; do # fatal, the default: no call returns; every rank exits 70 naming the one desync rank 0 took
+    out=$(timeout 30 "$TPRUN" -n $n $PROG desync-coll 2>&1)
+    st=$?
+    got=$(echo "$out" | grep -c "fate: error: peer rank [0-9]* (.*) failed: ranks called different collectives: desync with rank .*exiting with status 70")
+    causes=$(echo "$out" | sed -n 's/.*fate: error: \(peer rank [0-9]*\) .*/\1/p' | sort -u | wc -l)
+    if [ "$st" = 70 ] && [ "$got" = "$n" ] && [ "$causes" = 1 ] && ! echo "$out" | grep -q "^rank [0-9]*: desync-coll:"; then
+        echo "ok: desync-coll at $n ranks, fatal: every rank exits 70 naming the same desync, no call returns"
+    else fail "desync-coll at $n ranks, fatal: status $st, $got fate lines, $causes causes"; echo "$out" | tail -12; fi
 done
 out=$(timeout 30 "$TPRUN" -n 3 $PROG kill 2>&1)
 killed=$(echo "$out" | sed -n 's/^rank 2: killing itself at \([0-9.]*\) ms/\1/p')
@@ -34,8 +44,8 @@ done
 echo "$out" | grep -q "exiting with status 70" && echo "ok: kill: the fate path ends the survivors with status 70" \
     || fail "kill: survivors were not ended with status 70"
 for mode in garbage oversize; do
-    out=$(timeout 30 "$TPRUN" -n 2 $PROG $mode 2>&1)
-    if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: rank 1 sent a frame"; then
+    out=$(TP_ERRORS=return timeout 30 "$TPRUN" -n 2 $PROG $mode 2>&1)
+    if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: tp_barrier: peer rank 1 (.*) failed: it broke the collective protocol: rank 1 sent a frame"; then
         echo "ok: $mode: refused"
     else fail "$mode: not refused as a protocol violation"; echo "$out" | tail -8; fi
 done

@@ -50,12 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conns[1].fd = conns[1].sfd = fds[0];
     conns[1].peer = 1;
     conns[1].rx = malloc(TCP_RX_BYTES);
-    struct pollfd pfds[4];
-    tcp_state_t st = {.env = {.rank = 0, .size = 2, .part_bytes = part_bytes},
-                      .listen_fd = -1,
-                      .conns = conns,
-                      .size = 2,
-                      .pfds = pfds};
+    tcp_state_t st = {
+        .env = {.rank = 0, .size = 2, .part_bytes = part_bytes}, .listen_fd = -1, .conns = conns, .size = 2};
     tp_xfer_t x[MAX_RECVS];
     memset(x, 0, sizeof(x));
     int posted = 0;
@@ -76,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int rounds = 0; posted > 0 && rounds < 1000000; rounds++) {
         fuzz_feed(fds[1], stream, len, &off);
         int moved;
-        tp_status_t s = tcp_progress(&st, 0, &moved);
+        tp_status_t s = tcp_progress(&st, &moved);
         if (s != TP_OK || conns[1].recv_head == NULL) break;
         size_t now = progress_mark(&conns[1], x, posted);
         stalls = off == len && now == mark ? stalls + 1 : 0;

@@ -43,14 +43,13 @@ typedef struct tcp_state {
     int listen_fd;
     tcp_conn_t *conns; /* by world rank */
     int size;
-    struct pollfd *pfds; /* two per peer */
 } tcp_state_t;
 
 extern const tp_transport_ops_t tp_tcp_ops;
 
 /* tcp_progress.c */
 tp_status_t tcp_post(void *state, tp_xfer_t *x);
-tp_status_t tcp_progress(void *state, int wait, int *moved);
+tp_status_t tcp_progress(void *state, int *moved);
 int tcp_event_fds(void *state, struct pollfd *fds, int max);
 void tcp_cancel(void *state);
 void tcp_conn_fail(tcp_state_t *st, tcp_conn_t *c, tp_status_t why, const char *reason);

@@ -433,7 +433,6 @@ static void tcp_close(void *state)
     }
     if (st->listen_fd >= 0) close(st->listen_fd);
     free(st->conns);
-    free(st->pfds);
     free(st);
 }
 
@@ -445,8 +444,7 @@ static tp_status_t tcp_open_sized(const tp_transport_env_t *env, void **state, c
     tcp_state_t *st = *state;
     st->size = env->size;
     st->conns = calloc((size_t)env->size, sizeof(*st->conns));
-    st->pfds = calloc(2 * (size_t)env->size, sizeof(*st->pfds));
-    if (st->conns == NULL || st->pfds == NULL) {
+    if (st->conns == NULL) {
         tcp_close(st);
         *state = NULL;
         return TP_ERR_NO_MEMORY;

@@ -1,7 +1,6 @@
 /* tcp_progress.c: the data path: frames out with sendmsg, frames in through a per-connection buffer, both at once. */
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,8 +34,8 @@ void tcp_conn_fail(tcp_state_t *st, tcp_conn_t *c, tp_status_t why, const char *
     if (why == TP_ERR_PEER_FAILED && c->send_broken == TP_OK) c->send_broken = why;
     if (c->broken != TP_OK) return;
     c->broken = why;
-    if (why == TP_ERR_PEER_FAILED) {
-        tp_log(TP_LOG_ERROR, "tcp", "rank %d failed: %s", c->peer, reason);
+    if (why == TP_ERR_PEER_FAILED) { /* what the job names as its failure is fate's verdict, not this */
+        tp_log(TP_LOG_DEBUG, "tcp", "connection to rank %d: %s", c->peer, reason);
         tp_fate_report(c->peer, reason);
     }
 }
@@ -243,9 +242,8 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, int *moved)
 
 /* Sends on every connection before any receive: a rank that then finds a mismatch has already put its own
  * headers out, so each peer it disagrees with sees them and fails too instead of waiting. */
-static tp_status_t pump_all(tcp_state_t *st, int *moved, int *busy)
+static tp_status_t pump_all(tcp_state_t *st, int *moved)
 {
-    *busy = 0;
     for (int r = 0; r < st->size; r++) {
         tcp_conn_t *c = &st->conns[r];
         if (c->sfd < 0 || c->send_head == NULL) continue;
@@ -261,14 +259,14 @@ static tp_status_t pump_all(tcp_state_t *st, int *moved, int *busy)
             tp_status_t s = pump_recv(st, c, moved);
             if (s != TP_OK) return s;
         }
-        *busy |= c->send_head != NULL || c->recv_head != NULL;
     }
     return TP_OK;
 }
 
 /* What a wait blocks on: the connections with a receive to deliver to, and those with a frame ready to go. */
-static int wait_fds(const tcp_state_t *st, struct pollfd *fds, int max)
+int tcp_event_fds(void *state, struct pollfd *fds, int max)
 {
+    const tcp_state_t *st = state;
     int n = 0;
     for (int r = 0; r < st->size; r++) {
         const tcp_conn_t *c = &st->conns[r];
@@ -280,30 +278,12 @@ static int wait_fds(const tcp_state_t *st, struct pollfd *fds, int max)
     return n;
 }
 
-int tcp_event_fds(void *state, struct pollfd *fds, int max) { return wait_fds(state, fds, max); }
-
-tp_status_t tcp_progress(void *state, int wait, int *moved_out)
+tp_status_t tcp_progress(void *state, int *moved_out)
 {
-    tcp_state_t *st = state;
-    int moved = 0, busy;
-    tp_status_t s = pump_all(st, &moved, &busy);
+    int moved = 0;
+    tp_status_t s = pump_all(state, &moved);
     *moved_out = moved;
-    if (s != TP_OK || moved || !wait || !busy) return s;
-    int64_t spin_end = tp_now_ns() + (int64_t)st->env.spin_us * 1000;
-    while (tp_now_ns() < spin_end) {
-        sched_yield(); /* a rank that shares its core lets the peer it waits for run */
-        s = pump_all(st, &moved, &busy);
-        *moved_out = moved;
-        if (s != TP_OK || moved || !busy) return s;
-    }
-    for (;;) {
-        int n = wait_fds(st, st->pfds, 2 * st->size);
-        if (n == 0) return TP_OK; /* nothing this transport can wait for */
-        if (poll(st->pfds, (nfds_t)n, 1000) < 0 && errno != EINTR) return TP_ERR_SYSTEM;
-        s = pump_all(st, &moved, &busy);
-        *moved_out = moved;
-        if (s != TP_OK || moved || !busy) return s;
-    }
+    return s;
 }
 
 void tcp_cancel(void *state)
