@@ -15,12 +15,15 @@
  * runtime/local.mk); each component's ops. */
 extern const tp_config_entry_t tp_core_config[], tp_tprun_config[];
 extern const tp_transport_ops_t tp_tcp_ops;
+extern const tp_device_ops_t tp_cuda_device_ops, tp_hip_device_ops;
 extern const tp_config_entry_t tp_nccl_config[];
 extern const tp_coll_ops_t tp_nccl_coll_ops;
 
 const tp_component_t tp_components[] = {
     {"core", TP_COMPONENT_CORE, tp_core_config, NULL},
     {"tcp", TP_COMPONENT_TRANSPORT, NULL, OPS(tp_tcp_ops)},
+    {"cuda", TP_COMPONENT_DEVICE, NULL, OPS(tp_cuda_device_ops)},
+    {"hip", TP_COMPONENT_DEVICE, NULL, OPS(tp_hip_device_ops)},
     {"host", TP_COMPONENT_DEVICE, NULL, OPS(tp_host_device_ops)},
     {"nccl", TP_COMPONENT_COLL, tp_nccl_config, OPS(tp_nccl_coll_ops)},
     {"host", TP_COMPONENT_COLL, NULL, OPS(tp_host_coll_ops)},

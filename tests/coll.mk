@@ -1,5 +1,5 @@
 # Collectives and the TCP transport: unit tests of the pure parts, then multi-rank programs under tprun.
-check_PROGRAMS += tests/coll_unit tests/coll_check tests/coll_fault tests/coll_intruder tests/device_unit
+check_PROGRAMS += tests/coll_unit tests/coll_check tests/coll_fault tests/coll_intruder tests/device_unit tests/stream_unit tests/gpu/cuda_device
 tests_coll_unit_SOURCES = tests/coll_unit.c
 tests_coll_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host
 tests_coll_unit_LDADD = libtp_internal.la -lm
@@ -7,6 +7,16 @@ tests_coll_unit_LDFLAGS = -no-install
 tests_device_unit_SOURCES = tests/device_unit.c
 tests_device_unit_LDADD = libtp_internal.la -lm
 tests_device_unit_LDFLAGS = -no-install
+tests_stream_unit_SOURCES = tests/stream_unit.c
+tests_stream_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
+tests_stream_unit_LDADD = libtp_internal.la -lm
+tests_stream_unit_LDFLAGS = -no-install
+EXTRA_DIST += tests/fake_libcuda.c tests/stream_cuda.sh tests/reduce_ref.h
+# GPU tests: exit 77 without a usable GPU.
+tests_gpu_cuda_device_SOURCES = tests/gpu/cuda_device.c
+tests_gpu_cuda_device_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
+tests_gpu_cuda_device_LDADD = libtp_internal.la -lm
+tests_gpu_cuda_device_LDFLAGS = -no-install
 tests_coll_check_SOURCES = tests/coll_check.c
 tests_coll_check_LDADD = libtp.la
 tests_coll_check_LDFLAGS = -no-install
@@ -17,7 +27,7 @@ tests_coll_fault_LDFLAGS = -no-install -Wl,--wrap=sendmsg
 tests_coll_intruder_SOURCES = tests/coll_intruder.c
 tests_coll_intruder_LDADD = libtp.la
 tests_coll_intruder_LDFLAGS = -no-install
-TESTS += tests/coll_unit tests/device_unit tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
+TESTS += tests/coll_unit tests/device_unit tests/stream_unit tests/stream_cuda.sh tests/gpu/cuda_device tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
 EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
 # Every collective and send/recv case over every registered transport (tests/coll_check --conformance).
 TESTS += tests/conformance.sh
