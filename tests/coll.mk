@@ -43,3 +43,11 @@ tests_nccl_nccl_rank_LDADD = libtp_internal.la -lm
 tests_nccl_nccl_rank_LDFLAGS = -no-install
 TESTS += tests/nccl/nccl_fake.sh
 EXTRA_DIST += tests/nccl/nccl_fake.sh
+# GPU tests of the NCCL provider (77 without a GPU): bit for bit against the host engine, fate during an all-reduce
+# loop, a benchmark against a raw NCCL loop (tests/gpu/nccl_gpu.sh); run by hand on a GPU machine.
+check_PROGRAMS += tests/gpu/nccl_gpu
+tests_gpu_nccl_gpu_SOURCES = tests/gpu/nccl_gpu.c tests/nccl/nccl_cases.h
+tests_gpu_nccl_gpu_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/nccl
+tests_gpu_nccl_gpu_LDADD = libtp.la -lm
+tests_gpu_nccl_gpu_LDFLAGS = -no-install
+EXTRA_DIST += tests/gpu/nccl_gpu.sh tests/gpu/torch_nccl.py
