@@ -331,9 +331,9 @@ tp_status_t nccl_scratch(nccl_state_t *st, const char *fn, const tp_coll_args_t 
         }
         if (s != TP_OK) return s;
         st->scratch_len = want;
-    } else if (st->scratch_done != NULL && st->scratch_dev == a->device) {
+    } else if (st->scratch_done != NULL && st->scratch_dev == a->device && st->scratch_stream != a->stream->native) {
         s = a->device->stream_wait(a->stream, &st->scratch_done); /* another stream's call may still read it */
-    } else if (st->scratch_done != NULL) {
+    } else if (st->scratch_done != NULL && st->scratch_dev != a->device) {
         s = st->scratch_dev->event_sync(NULL, &st->scratch_done);
         st->scratch_dev->event_release(NULL, &st->scratch_done);
     }
@@ -348,6 +348,7 @@ tp_status_t nccl_scratch(nccl_state_t *st, const char *fn, const tp_coll_args_t 
 tp_status_t nccl_scratch_done(nccl_state_t *st, const tp_coll_args_t *a)
 {
     st->scratch_dev = a->device;
+    st->scratch_stream = a->stream->native;
     return a->device->event_record(a->stream, &st->scratch_done);
 }
 

@@ -19,6 +19,7 @@ typedef struct nccl_state {
     size_t scratch_len;
     const tp_device_ops_t *scratch_dev;
     tp_device_event_t *scratch_done; /* the last call that used scratch, on its stream */
+    void *scratch_stream;            /* that native stream: a call on the same one is ordered after it already */
     struct nccl_state *next;         /* the list fate walks */
 } nccl_state_t;
 
