@@ -76,6 +76,35 @@ tp_status_t tp_coll_usable(tp_comm_t *comm, const char *fn, tp_stream_t *stream)
     return TP_OK;
 }
 
+/* Whether a provider takes a call's stream: one with streams takes only calls given a stream (their buffers' kind,
+ * checked before), one without only calls without, so host memory goes to the host engine unless a stream says
+ * otherwise. */
+static int takes_stream(const tp_coll_ops_t *ops, const tp_coll_args_t *args)
+{
+    return (args->stream != NULL) == (ops->streams != 0);
+}
+
+/* The first provider after index after that takes the call's memory type and call, with its state; NULL when none. */
+static const tp_coll_ops_t *next_provider(coll_comm_t *cc, const tp_coll_args_t *args, int after, void **state)
+{
+    for (int i = after + 1; i < cc->n; i++) {
+        const tp_coll_ops_t *ops = cc->ops[i];
+        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call)) &&
+            takes_stream(ops, args)) {
+            *state = cc->state[i];
+            return ops;
+        }
+    }
+    return NULL;
+}
+
+static int provider_index(const coll_comm_t *cc, const tp_coll_ops_t *ops)
+{
+    for (int i = 0; i < cc->n; i++)
+        if (cc->ops[i] == ops) return i;
+    return cc->n;
+}
+
 /* Live comms, most recent first (split and destroy may run on any thread), and the counts of destroyed ones: a peer
  * may still be receiving what this rank sent on a comm before it destroyed it. */
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -164,13 +193,6 @@ void tp_coll_comm_fini(tp_comm_t *comm)
     comm->coll_state = NULL;
 }
 
-/* Whether a provider takes a call's stream: one with streams takes only calls given a stream (their buffers' kind,
- * checked before), one without only calls without, so host memory goes to the host engine unless a stream says
- * otherwise. */
-static int takes_stream(const tp_coll_ops_t *ops, const tp_coll_args_t *args)
-{
-    return (args->stream != NULL) == (ops->streams != 0);
-}
 
 const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_args_t *args, const void *a, const void *b,
                                     void **state)
@@ -188,17 +210,12 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
     args->device = db != NULL ? db : da != NULL ? da : &tp_host_device_ops;
     args->mem_type = db != NULL ? tb : ta;
     if (tp_stream_check_memory(fn, args->stream, args->mem_type, args->device) != TP_OK) return NULL;
-    for (int i = 0; i < cc->n; i++) {
-        const tp_coll_ops_t *ops = cc->ops[i];
-        if ((ops->mem_types & TP_MEM_BIT(args->mem_type)) && (ops->calls & TP_CALL_BIT(args->call)) &&
-            takes_stream(ops, args)) {
-            *state = cc->state[i];
-            return ops;
-        }
-    }
-    tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s %s", fn,
-           tp_mem_type_name(args->mem_type), args->device->name, args->stream != NULL ? "with a stream" : "without a stream");
-    return NULL;
+    const tp_coll_ops_t *ops = next_provider(cc, args, -1, state);
+    if (ops == NULL)
+        tp_log(TP_LOG_ERROR, "coll", "%s: no collective provider takes %s memory of device %s %s", fn,
+               tp_mem_type_name(args->mem_type), args->device->name,
+               args->stream != NULL ? "with a stream" : "without a stream");
+    return ops;
 }
 
 /* A call that runs now waits for the stream calls queued before it: they keep their order, and the transports one
@@ -208,23 +225,30 @@ static tp_status_t in_order(const char *fn, const tp_coll_ops_t *ops)
     return ops->streams ? TP_OK : tp_staged_quiesce(fn);
 }
 
-/* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream. */
+/* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream; one that
+ * declines (TP_ERR_UNSUPPORTED from a call: its library is absent on some rank) passes it to the next. */
 tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b)
 {
     coll_comm_t *cc = comm->coll_state;
     void *state;
     const tp_coll_ops_t *ops = tp_coll_choose(cc, fn, args, a, b, &state);
     if (ops == NULL) return TP_ERR_UNSUPPORTED;
-    if (args->stream != NULL && !ops->streams) {
-        tp_log(TP_LOG_ERROR, "coll", "%s: stream must be NULL: collective provider %s has no streams", fn, ops->name);
-        return TP_ERR_UNSUPPORTED;
+    for (;;) {
+        tp_status_t s = in_order(fn, ops);
+        if (s != TP_OK) return tp_coll_finish(cc, s, fn);
+        tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
+                                    ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
+                                    ops->recv,       ops->exchange};
+        s = fns[args->call](state, args);
+        if (s != TP_ERR_UNSUPPORTED) return tp_coll_finish(cc, s, fn);
+        const tp_coll_ops_t *next = next_provider(cc, args, provider_index(cc, ops), &state);
+        if (next == NULL) {
+            tp_log(TP_LOG_ERROR, "coll", "%s: collective provider %s cannot take %s memory here, and no other does", fn,
+                   ops->name, tp_mem_type_name(args->mem_type));
+            return tp_coll_finish(cc, s, fn);
+        }
+        ops = next;
     }
-    tp_status_t s = in_order(fn, ops);
-    if (s != TP_OK) return tp_coll_finish(cc, s, fn);
-    tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
-                                ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
-                                ops->recv,       ops->exchange};
-    return tp_coll_finish(cc, fns[args->call](state, args), fn);
 }
 
 tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn)

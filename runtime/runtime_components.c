@@ -17,6 +17,8 @@ extern const tp_config_entry_t tp_core_config[], tp_tprun_config[], tp_stage_con
 extern const tp_transport_ops_t tp_tcp_ops;
 extern const tp_device_ops_t tp_cuda_device_ops, tp_hip_device_ops;
 extern const tp_coll_ops_t tp_staged_coll_ops;
+extern const tp_config_entry_t tp_nccl_config[];
+extern const tp_coll_ops_t tp_nccl_coll_ops;
 
 const tp_component_t tp_components[] = {
     {"core", TP_COMPONENT_CORE, tp_core_config, NULL},
@@ -24,6 +26,7 @@ const tp_component_t tp_components[] = {
     {"cuda", TP_COMPONENT_DEVICE, NULL, OPS(tp_cuda_device_ops)},
     {"hip", TP_COMPONENT_DEVICE, NULL, OPS(tp_hip_device_ops)},
     {"host", TP_COMPONENT_DEVICE, NULL, OPS(tp_host_device_ops)},
+    {"nccl", TP_COMPONENT_COLL, tp_nccl_config, OPS(tp_nccl_coll_ops)},
     {"host", TP_COMPONENT_COLL, NULL, OPS(tp_host_coll_ops)},
     /* after host: a comm's providers end in reverse order, so its queued stream calls still have the host engine */
     {"staged", TP_COMPONENT_COLL, tp_stage_config, OPS(tp_staged_coll_ops)},

@@ -40,3 +40,22 @@ tests_stage_check_LDADD = libtp_internal.la -lm -ldl
 tests_stage_check_LDFLAGS = -no-install
 TESTS += tests/stage_check.sh tests/gpu/stage_cuda.sh
 EXTRA_DIST += tests/stage_check.sh tests/gpu/stage_cuda.sh
+# The NCCL provider against a fake libnccl.so.2 over Unix sockets (tests/nccl/fake_nccl.c), no GPU needed.
+check_LTLIBRARIES += tests/nccl/libfakenccl.la
+tests_nccl_libfakenccl_la_SOURCES = tests/nccl/fake_nccl.c
+tests_nccl_libfakenccl_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+tests_nccl_libfakenccl_la_LIBADD = -lm
+check_PROGRAMS += tests/nccl/nccl_rank
+tests_nccl_nccl_rank_SOURCES = tests/nccl/nccl_rank.c tests/nccl/nccl_cases.h
+tests_nccl_nccl_rank_LDADD = libtp_internal.la -lm
+tests_nccl_nccl_rank_LDFLAGS = -no-install
+TESTS += tests/nccl/nccl_fake.sh
+EXTRA_DIST += tests/nccl/nccl_fake.sh
+# GPU tests of the NCCL provider (77 without a GPU): bit for bit against the host engine, fate during an all-reduce
+# loop, a benchmark against a raw NCCL loop (tests/gpu/nccl_gpu.sh); run by hand on a GPU machine.
+check_PROGRAMS += tests/gpu/nccl_gpu
+tests_gpu_nccl_gpu_SOURCES = tests/gpu/nccl_gpu.c tests/nccl/nccl_cases.h
+tests_gpu_nccl_gpu_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/nccl
+tests_gpu_nccl_gpu_LDADD = libtp.la -lm
+tests_gpu_nccl_gpu_LDFLAGS = -no-install
+EXTRA_DIST += tests/gpu/nccl_gpu.sh tests/gpu/torch_nccl.py

@@ -1,0 +1,53 @@
+#!/bin/bash
+# The NCCL provider on GPUs (run by hand from the build directory of a GPU machine; 77 without a GPU): every call
+# bit for bit against the host engine at world 1 and, with two GPUs, 2; a rank SIGKILLed during an all-reduce loop
+# (no launcher: only libtp's fate ends the survivor; median of 10 runs under 100 ms); torch's NCCL backend and libtp
+# in one process under tprun; then the benchmark against a raw NCCL loop.
+. "$(dirname "$0")/../runtime_lib.sh"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+P=./tests/gpu/nccl_gpu
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
+worlds=1
+[ "$gpus" -ge 2 ] && worlds="1 2"
+
+for n in $worlds; do
+    step "check at $n ranks"
+    out=$(timeout 300 "$TPRUN" -n $n $P check 2>&1)
+    [ $? -eq 0 ] && [ "$(echo "$out" | grep -c ' 0 failures')" -eq $n ] &&
+        pass "$n ranks: $(echo "$out" | grep 'check 0:')" || { fail "$n ranks"; echo "$out" | tail -20; }
+done
+
+if [ "$gpus" -ge 2 ]; then
+    step "a rank SIGKILLed during an NCCL all-reduce loop, 10 runs"
+    times=()
+    for run in $(seq 1 10); do
+        torch_job 2 "$(free_port)" "$TEST_DIR/k$run" $P loop
+        if ! wait_ready 2 "$TEST_DIR/k$run"; then fail "run $run: never ready: $(cat "$TEST_DIR/k$run".*.err)"; continue; fi
+        vpid=${JOB_PIDS[1]}
+        disown "$vpid"
+        t0=$(date +%s%N)
+        kill -9 "$vpid"
+        wait_status "${JOB_PIDS[0]}"
+        ms=$((($(date +%s%N) - t0) / 1000000))
+        [ "$ST" = 70 ] && times+=($ms) || fail "run $run: survivor status $ST: $(tail -3 "$TEST_DIR/k$run.0.err")"
+    done
+    sorted=$(printf '%s\n' "${times[@]}" | sort -n | tr '\n' ' ')
+    median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    [ "${#times[@]}" -eq 10 ] && [ "$median" -lt 100 ] && pass "survivor gone in median $median ms (all: $sorted)" ||
+        fail "survivor times (ms): $sorted"
+else
+    echo "not run: the kill test and world 2 need two GPUs (NCCL refuses two ranks on one GPU)"
+fi
+
+n=$((gpus >= 2 ? 2 : 1))
+step "torch (NCCL backend) and libtp in one process, $n ranks"
+out=$(timeout 300 "$TPRUN" -n $n python3 "$(dirname "$0")/torch_nccl.py" 2>&1)
+st=$?
+if [ $st -eq 77 ]; then echo "SKIP: torch: $out"
+elif [ $st -eq 0 ] && [ "$(echo "$out" | grep -c ': ok')" -eq $n ]; then pass "torch: $(echo "$out" | grep -m1 ': ok')"
+else fail "torch (status $st)"; echo "$out" | tail -20; fi
+
+step "benchmark, $n ranks"
+timeout 600 "$TPRUN" -n $n $P bench 2>&1 || fail "bench"
+finish

@@ -1,0 +1,22 @@
+/* nccl_config.c: the NCCL collective provider's TP_* table (data: tprun links it to check and list the variables). */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime_config_entry.h"
+
+static tp_status_t check_order(const char *text, char *err, size_t err_len)
+{
+    if (strcmp(text, "exact") == 0 || strcmp(text, "nccl") == 0) return TP_OK;
+    snprintf(err, err_len, "TP_NCCL_ORDER: expected exact or nccl, got \"%.64s\"", text);
+    return TP_ERR_INVALID;
+}
+
+const tp_config_entry_t tp_nccl_config[] = {
+    {"TP_NCCL_ORDER", "nccl_order", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "exact",
+     "sums of CUDA buffers at 3 or more ranks: exact (rank order, the same bits at any size: reduce-scatter by "
+     "send/recv, add on the GPU, all-gather) or nccl (NCCL's own order, faster, bits depend on size and topology)",
+     check_order},
+    {"TP_NCCL_LIBRARY", "nccl_library", TP_CONFIG_STRING, TP_CONFIG_USER, "",
+     "the NCCL library to load for CUDA buffers (a path or soname); empty: libnccl.so.2 from the loader's path", NULL},
+    {0},
+};
