@@ -4,7 +4,7 @@
  * against every peer at once) and every rank must fail with TP_ERR_DESYNC. kill: the last rank SIGKILLs itself mid-call and the
  * others must fail with TP_ERR_PEER_FAILED (or be ended by the fate path). garbage|oversize: rank 1 writes a forged
  * frame on its real data connection to rank 0, which must refuse it with TP_ERR_PROTOCOL. stream: every call with a
- * non-NULL stream fails with TP_ERR_UNSUPPORTED, and the comm still works.
+ * host stream fails with TP_ERR_UNSUPPORTED (no provider here takes streams), and the comm still works.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -154,7 +154,8 @@ int main(int argc, char **argv)
             bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);
         }
     } else if (strcmp(mode, "stream") == 0) { /* every call refuses a non-NULL stream; the comm stays usable */
-        tp_stream_t *st = (tp_stream_t *)a;
+        tp_stream_t *st = NULL; /* a real one: a made-up pointer is refused earlier, as not a stream */
+        bad |= expect(me, "tp_stream_create", tp_stream_create(TP_DEVICE_HOST, NULL, &st), TP_OK);
         int peer = (me + 1) % n;
         size_t cnt[8] = {4, 4, 4, 4, 4, 4, 4, 4};
         static const char *const names[] = {"tp_broadcast",  "tp_all_gather",     "tp_all_gatherv",
@@ -173,6 +174,7 @@ int main(int argc, char **argv)
             bad |= expect(me, names[i], got, TP_ERR_UNSUPPORTED);
         }
         bad |= expect(me, "stream then NULL", tp_all_reduce(w, a, b, 4, TP_F32, TP_SUM, NULL), TP_OK);
+        bad |= expect(me, "tp_stream_destroy", tp_stream_destroy(st), TP_OK);
     } else {
         return 2;
     }
