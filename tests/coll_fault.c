@@ -154,7 +154,8 @@ int main(int argc, char **argv)
             bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);
         }
     } else if (strcmp(mode, "stream") == 0) { /* every call refuses a non-NULL stream; the comm stays usable */
-        tp_stream_t *st = NULL; /* a real one: a made-up pointer is refused earlier, as not a stream */
+        /* a real one: a made-up pointer is refused earlier, as not a stream */
+        tp_stream_t *st = NULL;
         bad |= expect(me, "tp_stream_create", tp_stream_create(TP_DEVICE_HOST, NULL, &st), TP_OK);
         int peer = (me + 1) % n;
         size_t cnt[8] = {4, 4, 4, 4, 4, 4, 4, 4};
