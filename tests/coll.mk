@@ -11,7 +11,7 @@ tests_stream_unit_SOURCES = tests/stream_unit.c
 tests_stream_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
 tests_stream_unit_LDADD = libtp_internal.la -lm
 tests_stream_unit_LDFLAGS = -no-install
-EXTRA_DIST += tests/fake_libcuda.c tests/stream_cuda.sh tests/reduce_ref.h
+EXTRA_DIST += tests/fake_libcuda.c tests/fake_libamdhip64.c tests/stream_drivers.sh tests/reduce_ref.h
 # GPU tests: exit 77 without a usable GPU.
 tests_gpu_cuda_device_SOURCES = tests/gpu/cuda_device.c
 tests_gpu_cuda_device_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
@@ -27,7 +27,7 @@ tests_coll_fault_LDFLAGS = -no-install -Wl,--wrap=sendmsg
 tests_coll_intruder_SOURCES = tests/coll_intruder.c
 tests_coll_intruder_LDADD = libtp.la
 tests_coll_intruder_LDFLAGS = -no-install
-TESTS += tests/coll_unit tests/device_unit tests/stream_unit tests/stream_cuda.sh tests/gpu/cuda_device tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
+TESTS += tests/coll_unit tests/device_unit tests/stream_unit tests/stream_drivers.sh tests/gpu/cuda_device tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
 EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
 # Every collective and send/recv case over every registered transport (tests/coll_check --conformance).
 TESTS += tests/conformance.sh

@@ -1,9 +1,7 @@
 /*
  * stream_unit: host streams (order, hold and release, 64-bit values written and waited on, events, capture status,
  * destroy), tp_stream_create's refusals, the checks of a call's stream against its buffers, and the CUDA and HIP
- * devices' clean refusal where their driver is absent or unusable. argv[1], when given, is what tp_stream_create
- * of a CUDA stream must say (a fake libcuda.so.1 on LD_LIBRARY_PATH; tests/stream_cuda.sh); without it, the
- * refusal of a host without libcuda.so.1 is checked when the loader cannot find one.
+ * devices' clean refusal where their driver is absent or unusable (with fake drivers: tests/stream_drivers.sh).
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -227,6 +225,35 @@ static void test_fake_cuda(void)
     CHECK(tp_stream_destroy(cs) == TP_OK && tp_stream_destroy(hs) == TP_OK, "destroy");
 }
 
+/* Against tests/fake_libamdhip64.c in mode "ok": a HIP stream, HIP memory, and reduce refused by name. */
+static void test_fake_hip(void)
+{
+    tp_stream_t *st = NULL;
+    CHECK(tp_stream_create(TP_DEVICE_HIP, NULL, &st) == TP_OK && st->kind == TP_DEVICE_HIP && !st->owned,
+          "a HIP stream on the fake runtime: %s", tp_last_error());
+    void *lib = dlopen("libamdhip64.so.7", RTLD_NOW | RTLD_NOLOAD);
+    char *arena = lib != NULL ? dlsym(lib, "fake_hip_arena") : NULL;
+    int *calls = lib != NULL ? dlsym(lib, "fake_hip_calls") : NULL;
+    CHECK(arena != NULL && calls != NULL, "the fake runtime is the one loaded");
+    if (st == NULL || arena == NULL || calls == NULL) return;
+    char host[64];
+    tp_mem_type_t ty = TP_MEM_HOST;
+    const tp_device_ops_t *d = st->dev;
+    CHECK(tp_device_of(arena + 8, &ty) == d && ty == TP_MEM_HIP, "device memory is HIP's");
+    CHECK(tp_device_of(host, &ty) == &tp_host_device_ops && ty == TP_MEM_HOST, "a host buffer stays the host's");
+    CHECK(tp_stream_check_memory("t", NULL, TP_MEM_HIP, d) == TP_ERR_INVALID, "HIP memory needs its stream");
+    memcpy(arena, "abcdefg", 8);
+    CHECK(d->stream_write64(st, arena + 64, 1) == TP_OK && d->stream_wait64(st, arena + 64, 1) == TP_OK &&
+              d->stream_capturing(st) == 0 && d->copy(arena + 128, arena, 8, st) == TP_OK,
+          "stream ops reach the runtime");
+    CHECK(calls[0] == 1 && calls[1] == 1 && calls[2] == 1 && strcmp(arena + 128, "abcdefg") == 0, "once each");
+    const void *srcs[1] = {arena};
+    CHECK(d->reduce(TP_F32, TP_SUM, arena, srcs, 1, 1, st) == TP_ERR_UNSUPPORTED &&
+              strstr(tp_last_error(), "no reduce kernels for HIP memory"),
+          "reduce on HIP memory is refused by name: %s", tp_last_error());
+    CHECK(tp_stream_destroy(st) == TP_OK, "destroy");
+}
+
 static const char *absent(const char *soname, const char *msg)
 {
     void *h = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
@@ -236,16 +263,25 @@ static const char *absent(const char *soname, const char *msg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* STREAM_UNIT_CUDA / STREAM_UNIT_HIP (tests/stream_drivers.sh): "ok" for a capable fake driver, else the refusal's
+ * telling part; unset: the refusal of a host without the library, when the loader finds none. */
+int main(void)
 {
+    const char *cuda = getenv("STREAM_UNIT_CUDA"), *hip = getenv("STREAM_UNIT_HIP");
     test_create_args();
     test_order_and_hold();
     test_values();
     test_events();
     test_capture_and_foreign();
-    if (argc > 1 && strcmp(argv[1], "ok") == 0) test_fake_cuda();
-    else test_driver(TP_DEVICE_CUDA, argc > 1 ? argv[1] : absent("libcuda.so.1", "no CUDA driver on this host"));
-    test_driver(TP_DEVICE_HIP, absent("libamdhip64.so", "no HIP runtime on this host"));
+    if (cuda != NULL && strcmp(cuda, "ok") == 0) test_fake_cuda();
+    else test_driver(TP_DEVICE_CUDA, cuda != NULL ? cuda : absent("libcuda.so.1", "no CUDA driver on this host"));
+    if (hip != NULL && strcmp(hip, "ok") == 0) test_fake_hip();
+    else
+        test_driver(TP_DEVICE_HIP,
+                    hip != NULL
+                        ? hip
+                        : absent("libamdhip64.so.7",
+                                 absent("libamdhip64.so.6", absent("libamdhip64.so", "no HIP runtime on this host"))));
     printf("stream_unit: %s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
 }
