@@ -70,6 +70,7 @@ static struct {
     int errors_return; /* TP_ERRORS=return: calls return the failure instead of the process exiting */
     /* the verdict: the job's first failure as rank 0 decided it (under lock; verdict set once) */
     atomic_int verdict;
+    int deciding; /* the fate thread is making the verdict */
     tp_failure_t failure;
     tp_status_t failure_status; /* what calls return: TP_ERR_PEER_FAILED, or TP_ERR_DESYNC / TP_ERR_PROTOCOL */
     char failure_host[TP_HOST_MAX];
@@ -186,11 +187,8 @@ static void quiesce_connections(void)
 static void decide_status(int rank, tp_status_t status, const char *reason)
 {
     tp_world_t *w = fate.world;
-    pthread_mutex_lock(&fate.lock);
-    if (atomic_load(&fate.verdict)) {
-        pthread_mutex_unlock(&fate.lock);
-        return;
-    }
+    if (atomic_load(&fate.verdict) || fate.deciding) return; /* only the fate thread decides */
+    fate.deciding = 1;
     int known = rank >= 0 && rank < w->size;
     snprintf(fate.failure_host, sizeof(fate.failure_host), "%s", known ? w->peers[rank].host : "");
     snprintf(fate.failure_reason, sizeof(fate.failure_reason), "%s", reason);
@@ -198,12 +196,14 @@ static void decide_status(int rank, tp_status_t status, const char *reason)
         .rank = rank, .host = fate.failure_host, .pid = known ? w->peers[rank].pid : 0, .reason = fate.failure_reason};
     fate.failure_status =
         tp_status_scope(status) >= TP_SCOPE_PEER && status != TP_STOPPED ? status : TP_ERR_PEER_FAILED;
-    atomic_store(&fate.verdict, 1);
-    pthread_cond_broadcast(&fate.verdict_cond);
-    pthread_mutex_unlock(&fate.lock);
-    if (w->rank == 0)
+    /* Out before this rank can act on it (once its call returns, the engine may exit at once): rank 0 tells every
+     * rank; another rank that decided itself tells rank 0, which reads it before this rank's end. */
+    if (w->rank == 0) {
         for (int r = 1; r < w->size; r++)
             if (fate.peers[r].fd >= 0) send_fail(fate.peers[r].fd, &fate.failure, fate.failure_status);
+    } else if (rank != 0 && fate.peers[0].fd >= 0) {
+        send_fail(fate.peers[0].fd, &fate.failure, fate.failure_status);
+    }
     if (!fate.errors_return) {
         quiesce_connections();
         fate_die(&fate.failure);
@@ -215,6 +215,10 @@ static void decide_status(int rank, tp_status_t status, const char *reason)
            "the failure (TP_ERRORS=return)",
            f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s");
     run_callbacks(f);
+    pthread_mutex_lock(&fate.lock); /* now calls may return it */
+    atomic_store(&fate.verdict, 1);
+    pthread_cond_broadcast(&fate.verdict_cond);
+    pthread_mutex_unlock(&fate.lock);
     tp_stop_wake_failed();
 }
 
@@ -362,7 +366,9 @@ static int zombie_status(pid_t pid)
  * are what a launcher's teardown sends once it saw the real cause, and on a fast machine it can reach some ranks
  * before they hear of the cause. So may one whose status is gone (its parent reaped it). Either is blamed only if
  * nothing else explains it within the heartbeat timeout: rank 0's FAIL names the cause, and a rank killed alone
- * is named at once by rank 0, whose connection to it ends. Any other end is the cause.
+ * is named at once by rank 0, whose connection to it ends. Another signal (SIGKILL, SIGSEGV, the OOM killer) is
+ * the cause, decided here without waiting for rank 0 (no rank ends so because another failed); any other exit may
+ * be an engine ending on a failure it was told of (TP_ERRORS=return), so it goes to rank 0 like any suspicion.
  */
 static int teardown_signal(int st)
 {
@@ -380,8 +386,9 @@ static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int f
         p->pidfd = -1;
         if (finalizing || p->bye) continue;
         if (st < 0 || teardown_signal(st)) p->ended_at = now;
+        else if (WIFSIGNALED(st)) decide(r, ENDED_WITHOUT_FINALIZE); /* killed: no rank ends so because of another */
         else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED))
-            suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
+            suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now); /* an exit may follow another's failure */
     }
 }
 
@@ -561,6 +568,7 @@ tp_status_t tp_fate_start(tp_world_t *w)
     fate.suspect = -1;
     fate.relay_at = 0;
     atomic_store(&fate.verdict, 0);
+    fate.deciding = 0;
     if (pthread_create(&fate.thread, NULL, fate_main, w) != 0) {
         tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread");
         return TP_ERR_SYSTEM;
