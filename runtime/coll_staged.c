@@ -132,8 +132,15 @@ static tp_status_t start_locked(const char *fn, tp_comm_t *comm)
 /* The lane of dev, made on first use: its words and the proxy's copy stream (like the caller's); under the lock. */
 static stage_lane_t *lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream_t *like)
 {
-    for (int i = 0; i < tp_stage.n_lanes; i++)
-        if (tp_stage.lanes[i].dev == dev && tp_stage.lanes[i].words != NULL) return &tp_stage.lanes[i];
+    for (int i = 0; i < tp_stage.n_lanes; i++) {
+        stage_lane_t *l = &tp_stage.lanes[i];
+        if (l->dev != dev || l->words == NULL || l->stuck) continue;
+        if (l->copy == NULL && dev->stream_create(like, &l->copy) != TP_OK) { /* after a tp_finalize */
+            tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot make the proxy's copy stream", fn, dev->name);
+            return NULL;
+        }
+        return l;
+    }
     if (tp_stage.n_lanes == TP_STAGE_LANES) {
         tp_log(TP_LOG_ERROR, "stage", "%s: memory of %d devices is staged already; device %s is one too many", fn,
                TP_STAGE_LANES, dev->name);
@@ -291,6 +298,10 @@ static void shutdown_locked(void)
     }
     for (int i = 0; i < tp_stage.n_lanes; i++) {
         stage_lane_t *l = &tp_stage.lanes[i];
+        if (tp_stage.failed != TP_OK && !l->stuck) { /* its done words were set past every call: fresh ones next time */
+            l->retired = l->words;
+            l->words = NULL;
+        }
         if (l->copy == NULL) continue;
         if (l->stuck && !tp_stage_copies_landed(l)) {
             tp_log(TP_LOG_ERROR, "stage",
@@ -305,6 +316,7 @@ static void shutdown_locked(void)
         l->slab = l->slab_dev = NULL;
         l->slab_len = 0;
     }
+    tp_stage.failed = TP_OK; /* a later tp_init starts afresh; a stuck lane is never used again */
 }
 
 /* tp_comm_destroy and tp_finalize: the comm's queued calls run first (bounded, see drain_locked). */

@@ -20,7 +20,8 @@ typedef struct stage_lane {
     uint64_t tick;            /* the last value queued to the tick word */
     uint8_t *slab, *slab_dev; /* two part sets: copies of part k + 1 overlap the transfer of part k */
     size_t slab_len;
-    int stuck; /* a copy timed out: it may still land, so the slab and stream are never reused or freed */
+    int stuck;         /* a copy timed out: it may still land, so the slab and stream are never reused or freed */
+    uint64_t *retired; /* words of a session that failed: kept, as a stream may still wait on them */
 } stage_lane_t;
 
 /* One comm's state as a provider. */

@@ -386,7 +386,7 @@ int main(int argc, char **argv)
         printf("SKIP: no usable CUDA GPU: %s\n", tp_last_error());
         return 77;
     }
-    if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0) {
+    if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0 || strcmp(mode, "reinit") == 0) {
         arena_len = 1 << 20;
         arena = aligned_alloc(64, arena_len);
         gate = aligned_alloc(64, 64);
@@ -395,7 +395,7 @@ int main(int argc, char **argv)
         faulty.name = "faulty";
         faulty.mem_query = faulty_query;
         faulty.copy = faulty_copy;
-        fault_mode = strcmp(mode, "fail") == 0 ? 1 : 2;
+        fault_mode = strncmp(mode, "hang", 4) == 0 ? 2 : 1;
         tp_device_add(&faulty);
     }
     const char *errors = getenv("TP_ERRORS");
@@ -414,7 +414,16 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "abort") == 0) run_abort(w);
     else if (strcmp(mode, "destroy") == 0) run_destroy(w);
     else if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0) run_fault(w, mode);
-    else if (strcmp(mode, "capture") == 0) {
+    else if (strcmp(mode, "reinit") == 0) { /* a session whose staging failed, then a fresh one after tp_finalize */
+        run_fault(w, "fail");
+        tp_finalize(w);
+        fault_after = 1 << 30;
+        if (tp_init(NULL, &w) != TP_OK) FAIL("reinit: tp_init: %s", tp_last_error());
+        float *a = (float *)arena, *b = (float *)arena + 1024;
+        expect("reinit: a stream call", tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, st), TP_OK, NULL);
+        sync_stream(st);
+        if (b[1023] != (float)(1023 + me)) FAIL("reinit: %g, want %g", (double)b[1023], (double)(1023 + me));
+    } else if (strcmp(mode, "capture") == 0) {
         float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
         uint8_t *a = dev_alloc(sizeof(in)), *b = dev_alloc(sizeof(in));
         dev_copy(a, in, sizeof(in));

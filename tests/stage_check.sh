@@ -29,6 +29,10 @@ TP_STAGE_TIMEOUT=0.3 run 0 2 $PROG destroy && echo "$out" | grep -q "stage: erro
 # one rank: the failure shows at the next call; the stream went on
 run 0 1 $PROG fail
 TP_STAGE_TIMEOUT=0.3 run 0 1 $PROG hang
+# a failed session does not leak into the next: after tp_finalize, tp_init again (a singleton: tprun's bootstrap
+# is used once) and stream calls work
+if out=$(timeout 60 $PROG reinit 2>&1) && echo "$out" | grep -q "reinit: 1 ranks.*all match"; then echo "ok: reinit"
+else fail "reinit"; echo "$out" | tail; fi
 # a copy that never lands: the call fails, the slab is not freed (the copy may still land), the rank exits
 TP_STAGE_TIMEOUT=0.3 run 0 1 $PROG hang-keep && echo "$out" | grep -q "its slab and stream are left allocated" \
     || fail "hang-keep: the stuck slab was not kept"
