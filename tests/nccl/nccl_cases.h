@@ -111,6 +111,12 @@ static void one_case(const cases_mem_t *m, tp_stream_t *stream, tp_comm_t *w, ca
     m->reset();
     uint8_t *din = m->alloc(len), *dout = m->alloc(len);
     fill(t, hin, len / es, (uint64_t)c * 131 + count);
+    for (size_t i = 0; op != TP_SUM && t == TP_F32 && i < len / 4; i += 5) { /* zeros of both signs, NaNs */
+        float z = me % 2 ? -0.0f : 0.0f;
+        uint32_t nan = 0x7fc00000u | (uint32_t)me;
+        if (i % 3 == 0) memcpy(hin + 4 * i, &nan, 4);
+        else memcpy(hin + 4 * i, &z, 4);
+    }
     memcpy(hout, hin, len); /* the in-place gathers read their own block from the output */
     m->put(din, hin, len);
     m->put(dout, hin, len);
@@ -159,6 +165,11 @@ static int check(const cases_mem_t *m, tp_stream_t *stream, tp_comm_t *w)
             one_case(m, stream, w, ALL_TO_ALL, TP_BF16, TP_SUM, sizes[k], ip);
             one_case(m, stream, w, EXCHANGE, TP_F64, TP_SUM, sizes[k], ip);
         }
+    /* f32 max and min with NaNs and zeros of both signs: libtp's rules (first NaN, first zero), not the library's */
+    for (int k = 0; k < 4; k++, cases += 2) {
+        one_case(m, stream, w, ALL_REDUCE, TP_F32, TP_MAX, sizes[k], k % 2);
+        one_case(m, stream, w, REDUCE_SCATTER, TP_F32, TP_MIN, sizes[k], k % 2);
+    }
     /* all_gather whose send overlaps recv away from this rank's block (staged through scratch) */
     for (int k = 0; k < 4; k++, cases++) one_case(m, stream, w, ALL_GATHER, TP_I64, TP_SUM, sizes[k], 2);
     printf("nccl check %d: %d cases, %d failures\n", me, cases, failures);

@@ -163,7 +163,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < (argc > 2 ? atoi(argv[2]) : 1) && s == TP_OK; i++)
             s = tp_all_reduce(w, v, v, 1024, TP_F32, TP_SUM, strcmp(mode, "nostream") == 0 ? NULL : STREAM);
         printf("nccl_rank %d: %s: %s (%s)\n", me, mode, tp_status_string(s), tp_last_error());
-        rc = s == TP_OK ? 0 : 3;
+        rc = 0; /* the status is the result: an exit status would have tprun end the ranks still printing theirs */
     }
     tp_stream_destroy(STREAM);
     tp_finalize(w);
