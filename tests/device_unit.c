@@ -302,9 +302,10 @@ static void test_engine_uses_device(void)
     CHECK(tp_coll_provider_add(&fake_coll) == TP_OK, "add the fake provider");
     CHECK(tp_coll_comm_init(&comm) == TP_OK, "a one-rank comm on the host engine");
     coll_comm_t *cc = comm.coll_state;
-    CHECK(cc->n == 3 && cc->ops[0] == &fake_coll && cc->state[0] == &comm && cc->ops[1] == &tp_host_coll_ops &&
-              tp_coll_host_state(cc) == cc->state[1] && strcmp(cc->ops[2]->name, "staged") == 0,
-          "the comm has a state in every provider, the added one first, the listed ones in order");
+    CHECK(cc->n == 4 && cc->ops[0] == &fake_coll && cc->state[0] == &comm && cc->ops[2] == &tp_host_coll_ops &&
+              tp_coll_host_state(cc) == cc->state[2] && strcmp(cc->ops[1]->name, "nccl") == 0 &&
+              strcmp(cc->ops[3]->name, "staged") == 0,
+          "the comm has a state in every provider, the added one first, the list's after it (nccl, host, staged)");
     CHECK(tp_device_add(&counted) == TP_OK, "add the counting device");
     int32_t in[4] = {5, -6, 7, 8}, got[4];
     char *send = harena, *recv = harena + 1024;

@@ -8,10 +8,7 @@
 
 #include "nccl_provider.h"
 
-void *nccl_native_stream(const tp_coll_args_t *a)
-{
-    return a->stream->native;
-}
+void *nccl_native_stream(const tp_coll_args_t *a) { return a->stream->native; }
 
 static nccl_dtype_t dtype_of(tp_dtype_t t)
 {
@@ -23,11 +20,16 @@ static nccl_dtype_t dtype_of(tp_dtype_t t)
 
 static nccl_redop_t op_of(tp_op_t op) { return op == TP_MAX ? NCCL_MAX : op == TP_MIN ? NCCL_MIN : NCCL_SUM; }
 
-/* Only a float sum depends on the order of its terms; integer sums wrap the same way in any order. */
+/*
+ * Where libtp folds the terms itself: a float sum at 3+ ranks (NCCL's order is not the rank order), and float max
+ * and min at 2+ (NCCL's take a number over a NaN and either zero; libtp's the NaN and the first). Integer sums wrap
+ * the same way in any order.
+ */
 static int needs_exact(const nccl_state_t *st, const tp_coll_args_t *a)
 {
-    return st->exact && a->op == TP_SUM &&
-           (a->dtype == TP_F32 || a->dtype == TP_F64 || a->dtype == TP_BF16 || a->dtype == TP_F16);
+    int fl = a->dtype == TP_F32 || a->dtype == TP_F64 || a->dtype == TP_BF16 || a->dtype == TP_F16;
+    if (!fl || st->nccl_order || st->size < 2) return 0;
+    return a->op != TP_SUM || st->size >= 3;
 }
 
 static int overlap(const void *a, size_t alen, const void *b, size_t blen)
@@ -104,7 +106,7 @@ static tp_status_t plan_free(plan_t *p, tp_status_t s)
 
 /*
  * Rank-order reduce-scatter of blocks: block q of send (blen[q] bytes at boff[q]) goes to rank q; this rank's
- * terms land in scratch, then the device adds them rank 0 first into dst on the call's stream.
+ * terms land in scratch, then the device folds them rank 0 first into dst on the call's stream.
  */
 static tp_status_t exact_scatter(nccl_state_t *st, const char *fn, const tp_coll_args_t *a, plan_t *pl,
                                  const size_t *boff, const size_t *blen, void *dst)
@@ -123,7 +125,7 @@ static tp_status_t exact_scatter(nccl_state_t *st, const char *fn, const tp_coll
         pl->srcs[p] = p == me ? (const void *)pl->sends[me] : (const void *)pl->recvs[p];
     }
     s = NCCL_RUN(st, fn, st->nc, exchange_all(st, st->nc, stream, pl->sends, pl->slen, pl->recvs, pl->rlen));
-    if (s == TP_OK && mine > 0) s = a->device->reduce(a->dtype, TP_SUM, dst, pl->srcs, n, mine / es, a->stream);
+    if (s == TP_OK && mine > 0) s = a->device->reduce(a->dtype, a->op, dst, pl->srcs, n, mine / es, a->stream);
     if (s != TP_OK) return s;
     return nccl_scratch_done(st, a);
 }

@@ -93,7 +93,7 @@ tp_status_t nccl_comm_create(tp_comm_t *comm, void **state)
     st->rank = tp_comm_rank(comm);
     st->size = tp_comm_size(comm);
     const char *order = tp_comm_setting(comm, "nccl_order"), *timeout = tp_comm_setting(comm, "boot_timeout");
-    st->exact = st->size >= 3 && (order == NULL || strcmp(order, "nccl") != 0);
+    st->nccl_order = order != NULL && strcmp(order, "nccl") == 0;
     st->timeout_s = timeout != NULL ? strtod(timeout, NULL) : 60.0;
     if (!(st->timeout_s > 0)) st->timeout_s = 60.0;
     pthread_mutex_lock(&g.lock);

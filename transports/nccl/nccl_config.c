@@ -13,8 +13,8 @@ static tp_status_t check_order(const char *text, char *err, size_t err_len)
 
 const tp_config_entry_t tp_nccl_config[] = {
     {"TP_NCCL_ORDER", "nccl_order", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "exact",
-     "sums of CUDA buffers at 3 or more ranks: exact (rank order, the same bits at any size: reduce-scatter by "
-     "send/recv, add on the GPU, all-gather) or nccl (NCCL's own order, faster, bits depend on size and topology)",
+     "float reductions of CUDA buffers: exact (libtp's bits at any size: sums at 3+ ranks and max/min in rank order, "
+     "by send/recv, a fold on the GPU, all-gather) or nccl (NCCL's own order and NaN rules, faster)",
      check_order},
     {"TP_NCCL_LIBRARY", "nccl_library", TP_CONFIG_STRING, TP_CONFIG_USER, "",
      "the NCCL library to load for CUDA buffers (a path or soname); empty: libnccl.so.2 from the loader's path", NULL},
