@@ -87,6 +87,11 @@ KillWait=2
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 EOF
+    # Slurm's PMIx plugin creates each step's client directory TmpFS/spmix_appdir_<uid>_<job>.<step> (TmpFS is
+    # /tmp) and fails the step when it exists; every private Slurm numbers its jobs from 1, so one running beside,
+    # or a step of an earlier one that was killed, failed a step here ("aborted before step completely launched").
+    mkdir -p "$dir/pmix-cli" || die "cannot create $dir/pmix-cli"
+    echo "PMIxCliTmpDirBase=$dir/pmix-cli" >"$dir/mpi.conf"
     export SLURM_CONF=$dir/slurm.conf
     launch "$dir" slurmctld /usr/sbin/slurmctld -D -i -f "$SLURM_CONF"
     launch "$dir" slurmd /usr/sbin/slurmd -D -f "$SLURM_CONF"

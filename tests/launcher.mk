@@ -30,7 +30,8 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_timeout.sh \
 	tests/launcher_concurrent.sh \
 	tests/launcher_oom.sh \
-	tests/launcher_summary.sh
+	tests/launcher_summary.sh \
+	tests/launcher_fate.sh
 TESTS += tests/launcher_args_test tests/launcher_pmix_unit tests/launcher_loop_unit tests/launcher_link_unit \
 	$(LAUNCHER_SHELL_TESTS)
 EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh tests/fake_ssh.sh

@@ -25,6 +25,14 @@ ok=1
 for r in 0 1 2 3; do echo "$out" | grep -q "^ready rank $r of 4 pid [0-9]* local $r/4 node 0 job pmix-slurm" || ok=0; done
 [ $st -eq 0 ] && [ $ok = 1 ] && pass "srun --mpi=pmix -n 4: rank, size, locality" || fail "srun -n 4: status $st: $out"
 
+# Each step's PMIx client directory is this Slurm's own: in /tmp (the default) a job of the same number in another
+# private Slurm (they all count from 1), or one killed earlier, failed the step before it launched.
+step "the steps' PMIx client directory is private to this Slurm"
+out=$(srun_n 1 sh -c 'ls -d "$1"/pmix-cli/spmix_appdir_*' sh "$SLURM_DIR" 2>&1)
+st=$?
+[ $st -eq 0 ] && [ -n "$out" ] && pass "srun --mpi=pmix: the step's client directory is under $SLURM_DIR" ||
+    fail "the step's PMIx client directory: status $st: $out"
+
 step "coll_check under srun -n 4"
 out=$(TP_PART_BYTES=64K srun_n 4 ./tests/coll_check 2>&1)
 [ $? -eq 0 ] && echo "$out" | grep -q 'coll_check: 4 ranks.*all match' && pass "coll_check under srun -n 4" ||

@@ -65,3 +65,11 @@ TESTS += tests/transport_unit
 # libtp.so exports exactly the functions of tp.h and tp_provider.h.
 TESTS += tests/api_symbols.sh
 EXTRA_DIST += tests/api_symbols.sh
+# Issue 12: an engine of tp.h alone that ends on a failed call or a stop; the victim named, the stop word.
+check_PROGRAMS += tests/fate_engine
+tests_fate_engine_SOURCES = tests/fate_engine.c
+tests_fate_engine_CPPFLAGS = -I$(top_srcdir)/include
+tests_fate_engine_LDADD = libtp.la
+tests_fate_engine_LDFLAGS = -no-install
+TESTS += tests/fate_cause.sh tests/stop_word.sh
+EXTRA_DIST += tests/fate_cause.sh tests/stop_word.sh

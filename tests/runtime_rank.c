@@ -3,20 +3,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tp.h>
 
+static long callback_ms; /* --callback-ms: a callback with work to do (ncclCommAbort, say) takes this long */
+
 static void on_failure(const tp_failure_t *f, void *arg)
 {
     printf("callback: rank %d saw peer %d (%s) fail: %s\n", *(int *)arg, f->rank, f->host, f->reason);
+    fflush(stdout);
+    if (callback_ms <= 0) return;
+    struct timespec ts = {callback_ms / 1000, callback_ms % 1000 * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    printf("callback done: rank %d\n", *(int *)arg);
     fflush(stdout);
 }
 
 static void usage(void)
 {
     fprintf(stderr, "usage: runtime_rank boot|spin|block|die RANK SIG|exit RANK CODE|finalize-die RANK "
-                    "[--setting KEY=VALUE]...\n");
+                    "[--setting KEY=VALUE]... [--callback-ms MS]\n");
     exit(2);
 }
 
@@ -35,6 +44,10 @@ int main(int argc, char **argv)
     tp_attr_t *attr;
     if (tp_attr_create(&attr) != TP_OK) return 1;
     for (; argi < argc; argi++) {
+        if (strcmp(argv[argi], "--callback-ms") == 0 && argi + 1 < argc) {
+            callback_ms = atol(argv[++argi]);
+            continue;
+        }
         if (strcmp(argv[argi], "--setting") != 0 || argi + 1 >= argc) usage();
         char *kv = argv[++argi], *eq = strchr(kv, '=');
         if (eq == NULL) usage();

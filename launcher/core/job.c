@@ -46,6 +46,7 @@ static void on_kill_timer(void *arg) { kill_now(arg); }
 /* SIGTERM now, SIGKILL after the grace (or at once with --grace 0). */
 static void teardown(tprun_loop_t *L)
 {
+    tprun_ev_timer_set(L->fate_timer, 0);
     if (L->plan->grace_s <= 0) {
         kill_now(L);
         return;
@@ -55,6 +56,30 @@ static void teardown(tprun_loop_t *L)
 }
 
 void tprun_loop_teardown(tprun_loop_t *L) { teardown(L); }
+
+/* Whether no running rank can still end on its own: each is stopped (SIGSTOP), or none is left. */
+static int only_stopped_left(const tprun_loop_t *L)
+{
+    for (int r = 0; r < L->job->np; r++)
+        if (L->job->ranks[r].running && L->job->ranks[r].stopped_by == 0) return 0;
+    return 1;
+}
+
+/*
+ * After the first failure the other ranks are usually ending on their own (libtp's fate path logs the cause, runs
+ * the engine's callbacks, exits 70): a SIGTERM at once could end them before that. The teardown waits the fate
+ * window for them, not for a stopped rank, and not at all with --grace 0.
+ */
+static void end_after_failure(tprun_loop_t *L)
+{
+    if (L->plan->grace_s <= 0 || only_stopped_left(L)) {
+        teardown(L);
+        return;
+    }
+    arm_by(L->fate_timer, now_s() + TPRUN_FATE_WAIT_S);
+}
+
+static void on_fate_timer(void *arg) { teardown(arg); }
 
 void tprun_job_launch_failed(tprun_loop_t *L)
 {
@@ -141,8 +166,9 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
         L->first_failure = r;
         L->exit_status = tprun_status_code(wstatus);
         print_failure(L, r);
-        if (!tprun_services_rank_failed(L, r)) teardown(L); /* a service (PMIx) may notify the survivors first */
+        if (!tprun_services_rank_failed(L, r)) end_after_failure(L); /* a service (PMIx) may notify them first */
     }
+    if (tprun_ev_timer_deadline(L->fate_timer) > 0 && only_stopped_left(L)) teardown(L); /* nothing to wait for */
     /* Its output was written before it ended: take it all now (after the failure line, which comes first). */
     if (L->held_rank == r) return; /* release_held or the cause's failure line comes first */
     tprun_job_drain_rank(L, r);
@@ -162,11 +188,15 @@ static void release_held(tprun_loop_t *L)
     L->held_rank = -1;
     tprun_ev_timer_set(L->held_timer, 0);
     if (r < 0) return;
+    /* A SIGKILLed rank's sockets close before its exit is reported: on a loaded machine its peers' 70 can come
+     * that much earlier. A rank of this host still inside exit() is reaped first, so that it is the cause. */
+    tprun_wait_exiting(L->job);
+    tprun_evloop_reap(L->ev);
     if (L->first_failure < 0 && !L->timed_out && !L->launch_failed) {
         L->first_failure = r;
         L->exit_status = tprun_status_code(L->job->ranks[r].wstatus);
         print_failure(L, r);
-        teardown(L);
+        end_after_failure(L);
     }
     tprun_job_drain_rank(L, r);
 }
@@ -197,6 +227,7 @@ static void on_signal(void *arg, int sig)
         return;
     }
     /* Forward it; what does not end within the grace is killed. */
+    tprun_ev_timer_set(L->fate_timer, 0);
     signal_ranks(L, sig);
     arm_by(L->kill_timer, now_s() + L->plan->grace_s);
     if (L->plan->grace_s <= 0) kill_now(L);
@@ -270,7 +301,8 @@ static int job_open(tprun_loop_t *L)
     L->kill_timer = tprun_ev_timer(L->ev, 0, on_kill_timer, L);
     L->timeout_timer = tprun_ev_timer(L->ev, 0, on_timeout, L);
     L->held_timer = tprun_ev_timer(L->ev, 0, on_held_timer, L);
-    if (L->kill_timer == NULL || L->timeout_timer == NULL || L->held_timer == NULL) return -1;
+    L->fate_timer = tprun_ev_timer(L->ev, 0, on_fate_timer, L);
+    if (L->kill_timer == NULL || L->timeout_timer == NULL || L->held_timer == NULL || L->fate_timer == NULL) return -1;
     struct sigaction old_pipe;
     if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler != SIG_IGN) {
         signal(SIGPIPE, SIG_IGN);
@@ -330,6 +362,7 @@ int tprun_job_run(const tprun_plan_t *plan, const char *host, const tprun_backen
     print_summary(&L);
     tprun_ev_timer_set(L.kill_timer, 0); /* the job is over: nothing of it fires while the backends end */
     tprun_ev_timer_set(L.timeout_timer, 0);
+    tprun_ev_timer_set(L.fate_timer, 0);
     status = L.exit_status;
 err_job:
     tprun_services_job_over(); /* before the keeper is told "done" */

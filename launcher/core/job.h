@@ -12,6 +12,8 @@
  */
 #define TPRUN_CAUSE_WAIT_S       0.25
 #define TPRUN_LOCAL_CAUSE_WAIT_S 0.02
+/* How long, after the first failure, the other ranks get to end on their own before the teardown's SIGTERM. */
+#define TPRUN_FATE_WAIT_S 0.25
 
 /* Runs the job from the checked plan with the backends (a NULL-ended list) that want it; tprun's exit status. */
 int tprun_job_run(const tprun_plan_t *plan, const char *host, const tprun_backend_ops_t *const *backends);

@@ -136,8 +136,9 @@ void tprun_local_signal(tprun_local_t *lo, int sig)
         tprun_rank_t *rank = &lo->job->ranks[r];
         if (!rank->running || rank->agent >= 0) continue;
         rank->ended_by = sig;
-        kill(-rank->pid, SIGCONT);
+        /* sig before SIGCONT: a stopped rank meets it as it resumes, before it runs (and blames a peer) again. */
         kill(-rank->pid, sig);
+        kill(-rank->pid, SIGCONT);
     }
 }
 

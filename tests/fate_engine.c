@@ -1,0 +1,226 @@
+/*
+ * fate_engine: an engine written only against tp.h, the way engines end on errors and stop their serving loops
+ * (tests/fate_cause.sh, tests/stop_word.sh). Modes by argv; every "engine:" line names the rank it comes from.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tp.h>
+
+#define LOOP_FLOATS  4096 /* 16 KiB of f32, the size the engine used */
+#define REQUEST_INTS 4
+
+static int my_rank = -1;
+
+static void on_failure(const tp_failure_t *f, void *arg)
+{
+    (void)arg;
+    printf("callback: rank %d saw peer %d (%s) fail: %s\n", my_rank, f->rank, f->host, f->reason);
+    fflush(stdout);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: fate_engine loop [--fail-exit CODE] [--ready FIFO] | straggler [CALLS] | "
+                    "serve [REQUESTS] [--no-finalize] | p2p [REQUESTS] | split [REQUESTS]\n");
+    exit(2);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The engine's usual end on a failed call: one line naming the status and libtp's message, then exit. */
+static void die_on(tp_status_t st, int code)
+{
+    fprintf(stderr, "engine: rank %d: %s: %s\n", my_rank, tp_status_string(st), tp_last_error());
+    exit(code);
+}
+
+/* The serving loop's way out: the peers stopped, so this rank leaves too; tp_finalize must complete. */
+static void leave_stopped(tp_comm_t *world, tp_comm_t *sub, long served)
+{
+    printf("engine: rank %d: stopped after %ld requests: %s\n", my_rank, served, tp_last_error());
+    fflush(stdout);
+    if (sub != NULL && tp_comm_destroy(sub) != TP_OK) die_on(TP_ERR_INVALID, 6);
+    tp_status_t st = tp_finalize(world);
+    if (st != TP_OK) die_on(st, 6);
+    exit(0);
+}
+
+static void finalize_or_die(tp_comm_t *world)
+{
+    tp_status_t st = tp_finalize(world);
+    if (st != TP_OK) die_on(st, 6);
+}
+
+/* After a failed call under TP_ERRORS=return: what tp_fate_failure says, and that the job stays failed. */
+static void check_failed_job(tp_comm_t *world, tp_status_t st, float *buf)
+{
+    tp_failure_t f;
+    if (tp_fate_failure(&f))
+        fprintf(stderr, "engine: rank %d: tp_fate_failure: rank %d (host %s, pid %d): %s\n", my_rank, f.rank, f.host,
+                (int)f.pid, f.reason);
+    else fprintf(stderr, "engine: rank %d: tp_fate_failure: none\n", my_rank);
+    tp_status_t again = tp_all_reduce(world, buf, buf, LOOP_FLOATS, TP_F32, TP_SUM, NULL);
+    double t0 = now_s();
+    tp_status_t fin = tp_finalize(world);
+    double took = now_s() - t0;
+    if (again != st || fin != st || took > 1.0) {
+        fprintf(stderr, "engine: rank %d: after %s: a later call returned %s, tp_finalize %s in %.3f s\n", my_rank,
+                tp_status_string(st), tp_status_string(again), tp_status_string(fin), took);
+        exit(5);
+    }
+}
+
+/* Loops on an all_reduce until a call fails; TP_STOPPED is a clean end, anything else ends with fail_exit. */
+static int mode_loop(tp_comm_t *world, int fail_exit, const char *ready)
+{
+    static float buf[LOOP_FLOATS];
+    for (long i = 0;; i++) {
+        for (int k = 0; k < LOOP_FLOATS; k++) buf[k] = (float)(my_rank + k % 7);
+        tp_status_t st = tp_all_reduce(world, buf, buf, LOOP_FLOATS, TP_F32, TP_SUM, NULL);
+        if (st == TP_STOPPED) leave_stopped(world, NULL, i);
+        if (st != TP_OK) {
+            fprintf(stderr, "engine: rank %d: %s: %s\n", my_rank, tp_status_string(st), tp_last_error());
+            check_failed_job(world, st, buf);
+            return fail_exit;
+        }
+        if (i > 0 || ready == NULL) continue;
+        /* Ready once every rank is inside the loop: the test's signal then lands among calls. */
+        printf("ready rank %d pid %d\n", my_rank, (int)getpid());
+        fflush(stdout);
+        int fd = open(ready, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || dprintf(fd, "ready %d %d\n", my_rank, (int)getpid()) < 0) {
+            perror("fate_engine: --ready");
+            return 3;
+        }
+        close(fd);
+    }
+}
+
+/* Rank 1 makes one all_reduce more than the others, who call tp_finalize: its extra call must stop. */
+static int mode_straggler(tp_comm_t *world, long calls)
+{
+    static float buf[LOOP_FLOATS];
+    int n = tp_comm_size(world);
+    for (long i = 0; i < calls + (my_rank == 1); i++) {
+        for (int k = 0; k < LOOP_FLOATS; k++) buf[k] = (float)(my_rank + 1);
+        double t0 = now_s();
+        tp_status_t st = tp_all_reduce(world, buf, buf, LOOP_FLOATS, TP_F32, TP_SUM, NULL);
+        if (st == TP_STOPPED && i == calls) {
+            printf("engine: rank %d: call %ld stopped in %.3f s: %s\n", my_rank, i, now_s() - t0, tp_last_error());
+            fflush(stdout);
+            finalize_or_die(world);
+            return 0;
+        }
+        if (st != TP_OK) die_on(st, 4);
+        if (buf[0] != (float)(n * (n + 1) / 2)) {
+            fprintf(stderr, "engine: rank %d: all_reduce %ld gave %g\n", my_rank, i, buf[0]);
+            return 5;
+        }
+    }
+    if (my_rank == 1) {
+        fprintf(stderr, "engine: rank 1: the extra all_reduce returned TP_OK\n");
+        return 5;
+    }
+    finalize_or_die(world);
+    return 0;
+}
+
+static void request_fill(int32_t *req, long i)
+{
+    req[0] = (int32_t)i;
+    req[1] = (int32_t)(i * 3);
+    req[2] = 7;
+    req[3] = (int32_t)-i;
+}
+
+static int request_ok(const int32_t *req, long i)
+{
+    int32_t want[REQUEST_INTS];
+    request_fill(want, i);
+    return memcmp(req, want, sizeof(want)) == 0;
+}
+
+/* Workers wait for requests from the sub-root (broadcast on comm, or recv from rank 0 on world). */
+static int serve_worker(tp_comm_t *world, tp_comm_t *comm, int p2p)
+{
+    int32_t req[REQUEST_INTS];
+    for (long served = 0;; served++) {
+        memset(req, 0, sizeof(req));
+        tp_status_t st = p2p ? tp_recv(world, req, REQUEST_INTS, TP_I32, 0, NULL)
+                             : tp_broadcast(comm, req, REQUEST_INTS, TP_I32, 0, NULL);
+        if (st == TP_STOPPED) leave_stopped(world, comm != world ? comm : NULL, served);
+        if (st != TP_OK) die_on(st, 4);
+        if (!request_ok(req, served)) {
+            fprintf(stderr, "engine: rank %d: request %ld arrived as %d %d %d %d\n", my_rank, served, req[0], req[1],
+                    req[2], req[3]);
+            return 5;
+        }
+    }
+}
+
+/* Rank 0 (of world, or of each sub-comm) sends the requests, then stops the job by calling tp_finalize. */
+static int serve_root(tp_comm_t *world, tp_comm_t *comm, long requests, int p2p, int finalize)
+{
+    int32_t req[REQUEST_INTS];
+    for (long i = 0; i < requests; i++) {
+        request_fill(req, i);
+        for (int w = p2p ? 1 : tp_comm_size(comm) - 1; w < tp_comm_size(comm); w++) {
+            tp_status_t st = p2p ? tp_send(world, req, REQUEST_INTS, TP_I32, w, NULL)
+                                 : tp_broadcast(comm, req, REQUEST_INTS, TP_I32, 0, NULL);
+            if (st != TP_OK) die_on(st, 4);
+        }
+    }
+    printf("engine: rank %d: served %ld requests\n", my_rank, requests);
+    fflush(stdout);
+    if (!finalize) exit(0); /* an engine that forgets tp_finalize: its peers must see a failure */
+    if (comm != world && tp_comm_destroy(comm) != TP_OK) die_on(TP_ERR_INVALID, 6);
+    finalize_or_die(world);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) usage();
+    const char *mode = argv[1], *ready = NULL;
+    long count = -1;
+    int fail_exit = 4, finalize = 1;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--fail-exit") == 0 && i + 1 < argc) fail_exit = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--ready") == 0 && i + 1 < argc) ready = argv[++i];
+        else if (strcmp(argv[i], "--no-finalize") == 0) finalize = 0;
+        else if (count < 0 && atol(argv[i]) > 0) count = atol(argv[i]);
+        else usage();
+    }
+    if (count < 0) count = 100;
+    tp_fate_register(on_failure, NULL);
+    tp_comm_t *world;
+    tp_status_t st = tp_init(NULL, &world);
+    if (st != TP_OK) die_on(st, 1);
+    my_rank = tp_comm_rank(world);
+    if (strcmp(mode, "loop") == 0) return mode_loop(world, fail_exit, ready);
+    if (strcmp(mode, "straggler") == 0) return mode_straggler(world, count);
+    int p2p = strcmp(mode, "p2p") == 0;
+    if (p2p || strcmp(mode, "serve") == 0)
+        return my_rank == 0 ? serve_root(world, world, count, p2p, finalize) : serve_worker(world, world, p2p);
+    if (strcmp(mode, "split") != 0) usage();
+    /* Pairs {0,1}, {2,3}, ...; pair c serves (c + 1) * REQUESTS, so one pair's stop comes while another serves. */
+    tp_comm_t *sub;
+    int color = my_rank / 2;
+    if ((st = tp_comm_split(world, color, my_rank, &sub)) != TP_OK) die_on(st, 4);
+    if (tp_comm_size(sub) < 2) {
+        fprintf(stderr, "engine: rank %d: split needs an even number of ranks\n", my_rank);
+        return 2;
+    }
+    if (tp_comm_rank(sub) == 0) return serve_root(world, sub, count * (color + 1), 0, finalize);
+    return serve_worker(world, sub, 0);
+}
