@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,8 @@ static void root_accept(tp_world_t *w, boot_conn_t *conns, int *nconns, int cap,
     for (int pending = auth_pending(conns, *nconns); pending < room && *nconns < cap; pending++) {
         int fd = accept4(w->boot_listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
+        int one = 1; /* these carry fate's verdict and stop news later: no Nagle wait behind an unacknowledged heartbeat */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         boot_conn_t *c = &conns[(*nconns)++];
         memset(c, 0, sizeof(*c));
         c->fd = fd;

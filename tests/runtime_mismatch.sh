@@ -32,5 +32,11 @@ if [ -x "$TPRUN" ]; then
         '[ "$TP_RANK" = 1 ] && export TP_HEARTBEAT_TIMEOUT=3; exec '"$RANK_PROG"' boot' 2>&1)
     echo "$out" | grep -q "setting heartbeat_timeout differs: 2 on rank 0, 3 on rank 1" &&
         pass "timeouts must match" || fail "heartbeat mismatch: $out"
+    out=$(timeout 20 "$TPRUN" -n 2 sh -c '[ "$TP_RANK" = 1 ] && export TP_ERRORS=return; exec '"$RANK_PROG"' boot' 2>&1)
+    echo "$out" | grep -q "setting errors differs: fatal on rank 0, return on rank 1" &&
+        pass "TP_ERRORS must match" || fail "TP_ERRORS mismatch: $out"
+    out=$(TP_ERRORS=later timeout 20 "$TPRUN" -n 2 "$RANK_PROG" boot 2>&1)
+    [ $? != 0 ] && echo "$out" | grep -q 'TP_ERRORS: expected fatal or return, got "later"' &&
+        pass "TP_ERRORS=later refused by name" || fail "TP_ERRORS=later: $out"
 fi
 finish

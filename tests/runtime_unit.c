@@ -12,6 +12,7 @@
 #include "runtime_iface.h"
 #include "runtime_log.h"
 #include "runtime_record.h"
+#include "runtime_stop.h"
 #include "runtime_transports.h"
 #include "runtime_wire.h"
 
@@ -343,6 +344,40 @@ static void test_iface(void)
     CHECK(n == 1 && shared == 0 && strcmp(cands[0], "198.18.1.2") == 0, "no shared /24: routed only");
 }
 
+/* The stop word's news and check: who finalized after how many calls, against where a call waits. */
+static void test_stop(void)
+{
+    CHECK(tp_stop_open() == TP_OK, "stop: the wake fd opens");
+    CHECK(tp_stop_news("r 9\n", 4) == -1, "stop: news naming a rank the job does not have is refused");
+    CHECK(tp_stop_news("r 1\nc 0 5", 4) == -1, "stop: news without its last newline is refused");
+    CHECK(tp_stop_news("r x\n", 4) == -1, "stop: a rank that is not a number is refused");
+    uint64_t gen = tp_stop_gen();
+    /* rank 1 made 5 calls on comm 0 and sent rank 0 three messages; rank 2 made 6 calls on comm 0 */
+    CHECK(tp_stop_news("r 1\nc 0 5\np 0 0 3 1\nr 2\nc 0 6\n", 4) == 0, "stop: news of two ranks is taken");
+    CHECK(tp_stop_gen() != gen, "stop: news changes the generation");
+    int ranks[4] = {0, 1, 2, 3};
+    tp_comm_t comm = {.rank = 0, .size = 4, .world_ranks = ranks, .comm_id = 0};
+    tp_stop_call_t c5 = {.name = "all_reduce", .index = 5, .peer = -1};
+    CHECK(tp_stop_check(&comm, &c5) == TP_STOPPED, "stop: call 5 waits for rank 1, which stopped after 5 calls");
+    CHECK(strcmp(tp_last_error(), "rank 1 called tp_finalize while this rank waits in all_reduce call 5 on comm 0") == 0,
+          "stop: the message names who and where: %s", tp_last_error());
+    tp_stop_call_t c4 = {.name = "all_reduce", .index = 4, .peer = -1};
+    CHECK(tp_stop_check(&comm, &c4) == TP_OK, "stop: call 4 can still complete (every finalized rank made it)");
+    tp_stop_call_t c6 = {.name = "barrier", .index = 6, .peer = -1};
+    CHECK(tp_stop_check(&comm, &c6) == TP_STOPPED && strstr(tp_last_error(), "rank 1 and 1 other called") != NULL,
+          "stop: both finalized ranks named at call 6: %s", tp_last_error());
+    tp_stop_call_t r2 = {.name = "recv", .index = 2, .peer = 1, .recvs = 1, .recv_index = 2};
+    CHECK(tp_stop_check(&comm, &r2) == TP_OK, "stop: rank 1's third message to this rank is on its way");
+    tp_stop_call_t r3 = {.name = "recv", .index = 3, .peer = 1, .recvs = 1, .recv_index = 3};
+    CHECK(tp_stop_check(&comm, &r3) == TP_STOPPED, "stop: a fourth message from rank 1 never comes");
+    tp_stop_call_t s1 = {.name = "send", .index = 1, .peer = 1, .sends = 1, .send_index = 1};
+    CHECK(tp_stop_check(&comm, &s1) == TP_STOPPED, "stop: rank 1 received one message: a second send waits forever");
+    tp_stop_call_t other = {.name = "all_reduce", .index = 0, .peer = -1};
+    tp_comm_t sub = {.rank = 0, .size = 2, .world_ranks = (int[]){0, 3}, .comm_id = 7};
+    CHECK(tp_stop_check(&sub, &other) == TP_OK, "stop: a comm without a finalized member goes on");
+    tp_stop_close();
+}
+
 int main(void)
 {
     test_siphash();
@@ -354,6 +389,7 @@ int main(void)
     test_locality();
     test_auth();
     test_iface();
+    test_stop();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("runtime_unit: all checks passed\n");
     return failures ? 1 : 0;

@@ -188,6 +188,10 @@ static void release_held(tprun_loop_t *L)
     L->held_rank = -1;
     tprun_ev_timer_set(L->held_timer, 0);
     if (r < 0) return;
+    /* A SIGKILLed rank's sockets close before its exit is reported: on a loaded machine its peers' 70 can come
+     * that much earlier. A rank of this host still inside exit() is reaped first, so that it is the cause. */
+    tprun_wait_exiting(L->job);
+    tprun_evloop_reap(L->ev);
     if (L->first_failure < 0 && !L->timed_out && !L->launch_failed) {
         L->first_failure = r;
         L->exit_status = tprun_status_code(L->job->ranks[r].wstatus);
