@@ -349,6 +349,10 @@ static void run_destroy(tp_comm_t *w)
 static int cuda_setup(void)
 {
     cu_ctx_t ctx;
+    if (tp_device_of_kind(TP_DEVICE_CUDA) == NULL) { /* loads the driver (tp_cu) before anything below uses it */
+        printf("rank %d: FAIL the CUDA setup: %s\n", me, tp_last_error());
+        return 1;
+    }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     cu_alloc = lib ? dlsym(lib, "cuMemAlloc_v2") : NULL;
     cu_free = lib ? dlsym(lib, "cuMemFree_v2") : NULL;
