@@ -2,9 +2,9 @@
  * call, the first that takes the buffers' memory type. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "coll_dispatch.h"
 #include "coll_internal.h"
@@ -110,42 +110,46 @@ static int provider_index(const coll_comm_t *cc, const tp_coll_ops_t *ops)
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static coll_comm_t *live;
 static char *retired;
-static size_t retired_len;
+static size_t retired_len, retired_cap;
 
-/* Appends cc's counts to out (cap bytes, len used); returns 0, or -1 when they do not fit. */
-static int stop_lines(coll_comm_t *cc, char *out, size_t cap, size_t *len)
+/* Appends formatted text to a buffer that grows as needed; -1 (the buffer unchanged) when out of memory. */
+static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 {
-    coll_state_t *cs = tp_coll_host_state(cc);
-    size_t n =
-        (size_t)snprintf(out + *len, cap - *len, "c %" PRIu32 " %" PRIu64 "\n", cc->comm->comm_id, cc->comm->seq);
-    for (int p = 0; cs != NULL && n < cap - *len && p < cc->comm->size; p++)
-        if (cs->send_seq[p] != 0 || cs->recv_seq[p] != 0)
-            n += (size_t)snprintf(out + *len + n, cap - *len - n, "p %" PRIu32 " %d %" PRIu64 " %" PRIu64 "\n",
-                                  cc->comm->comm_id, cc->comm->world_ranks[p], cs->send_seq[p], cs->recv_seq[p]);
-    if (n >= cap - *len) return -1;
-    *len += n;
-    return 0;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf != NULL ? *buf + *len : NULL, *buf != NULL ? *cap - *len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return -1;
+        if (*buf != NULL && (size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return 0;
+        }
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + (size_t)n + 1) c *= 2;
+        char *g = realloc(*buf, c);
+        if (g == NULL) return -1;
+        *buf = g;
+        *cap = c;
+    }
 }
 
-/* Keeps a destroyed comm's counts for tp_coll_stop_table (without them a waiting peer is not told of a stop). */
-static void retire(coll_comm_t *cc)
+/* Appends cc's counts (tp_coll_stop_table's lines); -1 when out of memory, with nothing of cc's appended. */
+static int stop_lines(coll_comm_t *cc, char **buf, size_t *len, size_t *cap)
 {
-    for (size_t cap = 256;; cap *= 2) {
-        char *buf = malloc(cap);
-        size_t len = 0;
-        if (buf == NULL) return;
-        if (stop_lines(cc, buf, cap, &len) == 0) {
-            char *more = realloc(retired, retired_len + len + 1);
-            if (more != NULL) {
-                memcpy(more + retired_len, buf, len + 1);
-                retired = more;
-                retired_len += len;
-            }
-            free(buf);
-            return;
-        }
-        free(buf);
+    coll_state_t *cs = tp_coll_host_state(cc);
+    size_t start = *len;
+    int bad = appendf(buf, len, cap, "c %" PRIu32 " %" PRIu64 "\n", cc->comm->comm_id, cc->comm->seq);
+    for (int p = 0; cs != NULL && !bad && p < cc->comm->size; p++)
+        if (cs->send_seq[p] != 0 || cs->recv_seq[p] != 0)
+            bad = appendf(buf, len, cap, "p %" PRIu32 " %d %" PRIu64 " %" PRIu64 "\n", cc->comm->comm_id,
+                          cc->comm->world_ranks[p], cs->send_seq[p], cs->recv_seq[p]);
+    if (bad && *buf != NULL) { /* a comm's counts go whole or not at all */
+        *len = start;
+        (*buf)[start] = '\0';
     }
+    return bad ? -1 : 0;
 }
 
 tp_status_t tp_coll_comm_init(tp_comm_t *comm)
@@ -181,11 +185,12 @@ void tp_coll_comm_fini(tp_comm_t *comm)
             *pp = cc->next_live;
             break;
         }
-    if (cc->comm->comm_id != 0) retire(cc); /* the world ends with tp_finalize: nothing is retired then */
-    else {
+    if (cc->comm->comm_id != 0) { /* kept for tp_coll_stop_table; out of memory: a waiting peer is not told */
+        (void)stop_lines(cc, &retired, &retired_len, &retired_cap);
+    } else { /* the world ends with tp_finalize: nothing is retired then */
         free(retired);
         retired = NULL;
-        retired_len = 0;
+        retired_len = retired_cap = 0;
     }
     pthread_mutex_unlock(&live_lock);
     for (int i = cc->n - 1; i >= 0; i--) cc->ops[i]->comm_destroy(cc->state[i]);
@@ -260,29 +265,16 @@ tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn)
 
 char *tp_coll_stop_table(void)
 {
+    char *out = NULL;
+    size_t len = 0, cap = 0;
     pthread_mutex_lock(&live_lock);
-    size_t cap = retired_len + 4096, len = 0;
-    char *out = malloc(cap);
-    for (coll_comm_t *cc = live; out != NULL && cc != NULL;) {
-        if (stop_lines(cc, out, cap, &len) == 0) {
-            cc = cc->next_live;
-            continue;
-        }
-        char *more = realloc(out, cap *= 2);
-        if (more == NULL) free(out);
-        out = more;
-    }
-    if (out != NULL && len + retired_len + 1 > cap) {
-        char *more = realloc(out, len + retired_len + 1);
-        if (more == NULL) free(out);
-        out = more;
-    }
-    if (out != NULL) {
-        memcpy(out + len, retired != NULL ? retired : "", retired_len + 1);
-        out[len + retired_len] = '\0';
-    }
+    int bad = appendf(&out, &len, &cap, "%s", ""); /* a table even with no comm */
+    for (coll_comm_t *cc = live; !bad && cc != NULL; cc = cc->next_live) bad = stop_lines(cc, &out, &len, &cap);
+    if (!bad && retired != NULL) bad = appendf(&out, &len, &cap, "%s", retired);
     pthread_mutex_unlock(&live_lock);
-    return out;
+    if (!bad) return out;
+    free(out);
+    return NULL;
 }
 
 void *tp_coll_host_state(coll_comm_t *cc)

@@ -40,6 +40,7 @@ typedef struct fate_peer {
     int64_t ended_at; /* its process ended and nothing says why yet: blamed if nothing does in time */
     int bye;          /* it called tp_finalize */
     int relayed;      /* rank 0: its finalize news went to the ranks still in their calls */
+    int servicing;    /* its messages are being read (arbitrate reads them early, never twice at once) */
     char *table;      /* rank 0: what it reported with its BYE */
     int64_t last_rx;
     tp_msg_reader_t reader;
@@ -229,12 +230,26 @@ static void decide(int rank, const char *reason) { decide_status(rank, TP_ERR_PE
  * first failure rank 0 learned of), deciding itself only if none comes within the heartbeat timeout. A suspicion of
  * rank 0 itself waits for rank 0's connection: a verdict it sent comes before its end.
  */
+static int service_peer(int r, int64_t now);
+
+/*
+ * Rank 0, before it names a rank on what it or another rank saw (a closed connection): what that rank itself sent
+ * is read first. A rank that ended because of another's failure sent its FAIL before its connections closed, so it
+ * is here already even when the report of its closed connection came in on an earlier-read socket.
+ */
+static void arbitrate(int rank, tp_status_t status, const char *reason, int64_t now)
+{
+    if (rank > 0 && rank < fate.world->size && fate.peers[rank].fd >= 0 && !fate.peers[rank].servicing)
+        (void)service_peer(rank, now);
+    decide_status(rank, status, reason);
+}
+
 static void suspect(int rank, tp_status_t status, const char *reason, int64_t now)
 {
     tp_world_t *w = fate.world;
     if (atomic_load(&fate.verdict)) return;
     if (w->rank == 0) {
-        decide_status(rank, status, reason);
+        arbitrate(rank, status, reason, now);
         return;
     }
     if (fate.suspect >= 0) return; /* rank 0 has it: its verdict covers this too */
@@ -271,7 +286,7 @@ static void on_fail_msg(int from, char *payload, int64_t now)
     }
     char why[FATE_MSG_MAX + 64];
     snprintf(why, sizeof(why), "%s (reported by rank %d)", reason, from);
-    decide_status(rank, status, from == rank ? reason : why);
+    arbitrate(rank, status, from == rank ? reason : why, now);
 }
 
 static void broadcast(tp_msg_type_t type)
@@ -393,7 +408,7 @@ static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int f
 }
 
 /* Reads what a peer sent; returns 1 when this rank's finalize is complete. */
-static int service_peer(int r, int64_t now)
+static int read_peer(int r, int64_t now)
 {
     fate_peer_t *p = &fate.peers[r];
     char why[256], reason[320];
@@ -434,6 +449,14 @@ static int service_peer(int r, int64_t now)
         tp_msg_reader_reset(&p->reader);
     }
     return 0;
+}
+
+static int service_peer(int r, int64_t now)
+{
+    fate.peers[r].servicing = 1;
+    int done = read_peer(r, now);
+    fate.peers[r].servicing = 0;
+    return done;
 }
 
 /* The earliest of a and b, where 0 means none. */
