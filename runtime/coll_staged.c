@@ -129,22 +129,50 @@ static tp_status_t start_locked(const char *fn, tp_comm_t *comm)
     return TP_OK;
 }
 
-/* The lane of dev, made on first use: its words and the proxy's copy stream (like the caller's); under the lock. */
-static stage_lane_t *lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream_t *like)
+/* The slab of a lane: two part sets of the world's largest call, made before any stream waits on the lane's words,
+ * because pinned allocations synchronise the device: made by the proxy, one would wait for the very stream that waits
+ * for the proxy. Sized by the world, as every comm is part of it. */
+static tp_status_t slab_make(const char *fn, stage_lane_t *l, const tp_comm_t *comm)
+{
+    size_t n = comm->world->size > 2 ? (size_t)comm->world->size : 2, len = 2 * n * comm->world->part_bytes;
+    void *host, *dev;
+    if (l->dev->host_alloc(len, &host, &dev) != TP_OK) {
+        tp_log(TP_LOG_ERROR, "stage",
+               "%s: device %s cannot give %zu bytes of pinned host memory for the staging slab (2 x %zu ranks x "
+               "TP_PART_BYTES): lower TP_PART_BYTES",
+               fn, l->dev->name, len, n);
+        return TP_ERR_NO_MEMORY;
+    }
+    l->slab = host;
+    l->slab_dev = dev;
+    l->slab_len = len;
+    return TP_OK;
+}
+
+/* The proxy's copy stream (like the caller's) and the slab of a lane; after a tp_finalize both are made again. */
+static tp_status_t lane_fill(const char *fn, stage_lane_t *l, tp_stream_t *like, const tp_comm_t *comm)
+{
+    if (l->copy == NULL && l->dev->stream_create(like, &l->copy) != TP_OK) {
+        tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot make the proxy's copy stream", fn, l->dev->name);
+        return TP_ERR_UNSUPPORTED;
+    }
+    return l->slab == NULL ? slab_make(fn, l, comm) : TP_OK;
+}
+
+/* The lane of dev, made on first use: its words, the proxy's copy stream and the slab; under the lock. */
+static tp_status_t lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream_t *like, const tp_comm_t *comm,
+                           stage_lane_t **out)
 {
     for (int i = 0; i < tp_stage.n_lanes; i++) {
         stage_lane_t *l = &tp_stage.lanes[i];
         if (l->dev != dev || l->words == NULL || l->stuck) continue;
-        if (l->copy == NULL && dev->stream_create(like, &l->copy) != TP_OK) { /* after a tp_finalize */
-            tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot make the proxy's copy stream", fn, dev->name);
-            return NULL;
-        }
-        return l;
+        *out = l;
+        return lane_fill(fn, l, like, comm);
     }
     if (tp_stage.n_lanes == TP_STAGE_LANES) {
         tp_log(TP_LOG_ERROR, "stage", "%s: memory of %d devices is staged already; device %s is one too many", fn,
                TP_STAGE_LANES, dev->name);
-        return NULL;
+        return TP_ERR_UNSUPPORTED;
     }
     stage_lane_t *l = &tp_stage.lanes[tp_stage.n_lanes];
     memset(l, 0, sizeof(*l));
@@ -153,17 +181,20 @@ static stage_lane_t *lane_of(const char *fn, const tp_device_ops_t *dev, tp_stre
     if (dev->host_alloc((2 * TP_STAGE_SLOTS + 1) * sizeof(uint64_t), &host, &daddr) != TP_OK) {
         tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot give pinned host memory for the stream words", fn,
                dev->name);
-        return NULL;
-    }
-    if (dev->stream_create(like, &l->copy) != TP_OK) {
-        tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot make the proxy's copy stream", fn, dev->name);
-        dev->host_free(host);
-        return NULL;
+        return TP_ERR_NO_MEMORY;
     }
     l->words = host;
     l->words_dev = daddr;
+    tp_status_t s = lane_fill(fn, l, like, comm);
+    if (s != TP_OK) {
+        if (l->copy != NULL) dev->stream_destroy(l->copy);
+        dev->host_free(host);
+        memset(l, 0, sizeof(*l));
+        return s;
+    }
     tp_stage.n_lanes++;
-    return l;
+    *out = l;
+    return TP_OK;
 }
 
 /* Every call with a stream: queue it on the caller's stream (ready, then wait for done) and hand it to the proxy. */
@@ -194,10 +225,7 @@ static tp_status_t stage_call(void *state, const tp_coll_args_t *a)
         tp_log(TP_LOG_ERROR, "stage", "%s: a stream call failed earlier (%s)", fn, tp_stage.why);
         goto out;
     }
-    if ((lane = lane_of(fn, dev, a->stream)) == NULL) {
-        s = TP_ERR_UNSUPPORTED;
-        goto out;
-    }
+    if ((s = lane_of(fn, dev, a->stream, sc->comm, &lane)) != TP_OK) goto out;
     if (!tp_stage.running && (s = start_locked(fn, sc->comm)) != TP_OK) goto out;
     while (tp_stage.tail - tp_stage.head >= TP_STAGE_SLOTS && tp_stage.failed == TP_OK)
         pthread_cond_wait(&tp_stage.cond, &tp_stage.lock); /* the oldest call's stream has yet to reach it */

@@ -184,24 +184,13 @@ static tp_status_t host_part(plan_t *p, size_t k)
     }
 }
 
-/* The slab: two part sets, each room for n blocks (or an exchange's two) of one part; grown between calls only. */
-static tp_status_t slab_fit(plan_t *p)
+/* The lane's slab (made with the lane, see lane_of) holds two part sets of every comm's calls. */
+static tp_status_t slab_fits(plan_t *p)
 {
-    stage_lane_t *l = p->l;
-    if (l->slab_len >= 2 * p->set_bytes) return TP_OK;
-    if (l->slab != NULL) l->dev->host_free(l->slab); /* every copy of the last call was waited for */
-    l->slab = l->slab_dev = NULL;
-    l->slab_len = 0;
-    void *host, *dev;
-    if (l->dev->host_alloc(2 * p->set_bytes, &host, &dev) != TP_OK) {
-        tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot give %zu bytes of pinned host memory for the slab", p->fn,
-               l->dev->name, 2 * p->set_bytes);
-        return TP_ERR_NO_MEMORY;
-    }
-    l->slab = host;
-    l->slab_dev = dev;
-    l->slab_len = 2 * p->set_bytes;
-    return TP_OK;
+    if (p->l->slab_len >= 2 * p->set_bytes) return TP_OK;
+    tp_log(TP_LOG_ERROR, "stage", "%s: %zu bytes of parts do not fit the %zu-byte slab of device %s", p->fn,
+           2 * p->set_bytes, p->l->slab_len, p->l->dev->name);
+    return TP_ERR_STATE;
 }
 
 /* A device failure: this rank cannot take its part, and its peers would wait for it forever, so fate hears of it. */
@@ -276,7 +265,7 @@ tp_status_t tp_stage_run(stage_call_t *c)
     p.nparts = most == 0 ? 1 : (most + p.pe - 1) / p.pe;
     p.width = p.nparts > 1 ? p.pe : most > 0 ? most : 1; /* a small call needs a small slab */
     p.set_bytes = (size_t)(p.n > 2 ? p.n : 2) * p.width * p.es;
-    tp_status_t s = slab_fit(&p);
+    tp_status_t s = slab_fits(&p);
     if (s == TP_OK) s = run_parts(&p);
     free(p.pcounts);
     return s;

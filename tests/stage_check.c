@@ -6,7 +6,9 @@
  * finish. abort: a peer dies while a stream waits on a done word. bad: a stream that is not one.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,6 +275,37 @@ static tp_status_t faulty_copy(void *dst, const void *src, size_t len, tp_stream
 
 static tp_device_ops_t faulty;
 
+/* CUDA's and HIP's pinned allocations synchronise the device: done by the proxy while a stream waits on it, they
+ * never return. The test device counts those made off the engine's thread. */
+static pthread_t engine_thread;
+static atomic_int pinned_off_thread;
+static tp_status_t faulty_host_alloc(size_t len, void **host, void **dev)
+{
+    if (!pthread_equal(pthread_self(), engine_thread)) atomic_fetch_add(&pinned_off_thread, 1);
+    return tp_host_device_ops.host_alloc(len, host, dev);
+}
+static void faulty_host_free(void *host)
+{
+    if (!pthread_equal(pthread_self(), engine_thread)) atomic_fetch_add(&pinned_off_thread, 1);
+    tp_host_device_ops.host_free(host);
+}
+
+/* pinned: calls growing from 16 B to many parts, and no pinned allocation or free on the proxy's thread. */
+static void run_pinned(tp_comm_t *w)
+{
+    size_t sizes[3] = {4, 16384, 65536};
+    float *a = (float *)arena, *b = (float *)arena + 65536;
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < sizes[k]; i++) a[i] = (float)(i % 7 + (size_t)me);
+        expect("pinned: a call", tp_all_reduce(w, a, b, sizes[k], TP_F32, TP_SUM, st), TP_OK, NULL);
+        sync_stream(st);
+        float want = (float)((sizes[k] - 1) % 7) * (float)n + (float)(n * (n - 1) / 2);
+        if (b[sizes[k] - 1] != want) FAIL("pinned: %g, want %g", (double)b[sizes[k] - 1], (double)want);
+    }
+    if (atomic_load(&pinned_off_thread) != 0)
+        FAIL("pinned: %d pinned allocations or frees off the engine's thread", atomic_load(&pinned_off_thread));
+}
+
 static void run_fault(tp_comm_t *w, const char *mode)
 {
     (void)w;
@@ -390,7 +423,9 @@ int main(int argc, char **argv)
         printf("SKIP: no usable CUDA GPU: %s\n", tp_last_error());
         return 77;
     }
-    if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0 || strcmp(mode, "reinit") == 0) {
+    engine_thread = pthread_self();
+    if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0 || strcmp(mode, "reinit") == 0 ||
+        strcmp(mode, "pinned") == 0) {
         arena_len = 1 << 20;
         arena = aligned_alloc(64, arena_len);
         gate = aligned_alloc(64, 64);
@@ -399,7 +434,10 @@ int main(int argc, char **argv)
         faulty.name = "faulty";
         faulty.mem_query = faulty_query;
         faulty.copy = faulty_copy;
+        faulty.host_alloc = faulty_host_alloc;
+        faulty.host_free = faulty_host_free;
         fault_mode = strncmp(mode, "hang", 4) == 0 ? 2 : 1;
+        if (strcmp(mode, "pinned") == 0) fault_after = 1 << 30;
         tp_device_add(&faulty);
     }
     const char *errors = getenv("TP_ERRORS");
@@ -417,6 +455,7 @@ int main(int argc, char **argv)
     else if (strcmp(mode, "later") == 0) run_later(w);
     else if (strcmp(mode, "abort") == 0) run_abort(w);
     else if (strcmp(mode, "destroy") == 0) run_destroy(w);
+    else if (strcmp(mode, "pinned") == 0) run_pinned(w);
     else if (strcmp(mode, "fail") == 0 || strncmp(mode, "hang", 4) == 0) run_fault(w, mode);
     else if (strcmp(mode, "reinit") == 0) { /* a session whose staging failed, then a fresh one after tp_finalize */
         run_fault(w, "fail");

@@ -24,6 +24,7 @@ for n in 2 3; do run 0 $n $PROG later && echo "$out" | grep -c "nothing moved" |
 TP_PART_BYTES=64 run 0 2 $PROG later
 run 0 2 $PROG capture
 run 0 2 $PROG bad
+TP_PART_BYTES=4K run 0 2 $PROG pinned
 TP_STAGE_TIMEOUT=0.3 run 0 2 $PROG destroy && echo "$out" | grep -q "stage: error: comm [0-9]* ends with 2 stream calls that its streams did not reach within TP_STAGE_TIMEOUT (0.3 s): cancelled" \
     || fail "destroy: the cancel was not named"
 # one rank: the failure shows at the next call; the stream went on
