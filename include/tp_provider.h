@@ -261,7 +261,7 @@ TP_API const tp_transport_ops_t *tp_transport_at(int index);
 
 /* ---- Devices: where a buffer lives, how it is copied and reduced, and its streams; one const ops table each ---- */
 
-#define TP_DEVICE_ABI 2
+#define TP_DEVICE_ABI 3
 
 /* Whether an op applies to a type (TP_BYTES and unknown ones do not reduce): what every device's reduce takes. */
 TP_API int tp_reduce_supported(tp_dtype_t dtype, tp_op_t op);
@@ -338,6 +338,9 @@ typedef struct tp_device_ops {
     tp_device_stream_fn stream_wait;   /* work queued on stream after this runs after what *event marks */
     tp_device_stream_fn event_sync;    /* the host waits for what *event marks */
     tp_device_stream_fn event_release; /* destroys *event and sets it NULL */
+    /* The PCI bus id ("0000:3b:00.0") of the GPU the stream's work runs on, into out (len bytes): ranks on one host
+     * with the same id share that GPU. */
+    tp_status_t (*stream_bus_id)(tp_stream_t *stream, char *out, size_t len);
 } tp_device_ops_t;
 
 /* The stubs a device points the ops it does not have at; each returns TP_ERR_UNSUPPORTED (or does nothing). */
@@ -351,6 +354,7 @@ TP_API void tp_device_unsupported_stream_destroy(tp_stream_t *stream);
 TP_API tp_status_t tp_device_unsupported_stream_sync(tp_stream_t *stream);
 TP_API tp_status_t tp_device_unsupported_value(tp_stream_t *stream, void *dev_addr, uint64_t value);
 TP_API int tp_device_unsupported_capturing(tp_stream_t *stream);
+TP_API tp_status_t tp_device_unsupported_bus_id(tp_stream_t *stream, char *out, size_t len);
 /* init for a device that needs no library (the host's). */
 TP_API tp_status_t tp_device_init_none(void);
 
@@ -402,6 +406,11 @@ typedef struct tp_coll_args {
 } tp_coll_args_t;
 
 typedef tp_status_t (*tp_coll_fn)(void *comm_state, const tp_coll_args_t *args);
+
+/* What a provider's call returns, before doing anything, to pass the call to the next provider that takes its memory
+ * and call (its library is absent on some rank, two ranks share one GPU); the engine never sees it. Any other status,
+ * TP_ERR_UNSUPPORTED included, ends the call. */
+#define TP_COLL_DECLINED ((tp_status_t)1)
 
 typedef struct tp_coll_ops {
     uint32_t abi_version; /* TP_COLL_ABI */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll_dispatch.h"
 #include "coll_internal.h"
@@ -198,7 +199,6 @@ void tp_coll_comm_fini(tp_comm_t *comm)
     comm->coll_state = NULL;
 }
 
-
 const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_args_t *args, const void *a, const void *b,
                                     void **state)
 {
@@ -231,26 +231,29 @@ static tp_status_t in_order(const char *fn, const tp_coll_ops_t *ops)
 }
 
 /* Hands a checked call to the provider that takes its buffers (a and b, either may be NULL) and its stream; one that
- * declines (TP_ERR_UNSUPPORTED from a call: its library is absent on some rank) passes it to the next. */
+ * declines (TP_COLL_DECLINED) passes it to the next. */
 tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *args, const void *a, const void *b)
 {
     coll_comm_t *cc = comm->coll_state;
     void *state;
     const tp_coll_ops_t *ops = tp_coll_choose(cc, fn, args, a, b, &state);
     if (ops == NULL) return TP_ERR_UNSUPPORTED;
-    for (;;) {
+    char declined[128] = "";
+    for (int n = 0;; n++) {
         tp_status_t s = in_order(fn, ops);
         if (s != TP_OK) return tp_coll_finish(cc, s, fn);
         tp_coll_fn fns[TP_CALLS] = {ops->barrier,    ops->broadcast,      ops->all_gather, ops->all_gatherv,
                                     ops->all_reduce, ops->reduce_scatter, ops->all_to_all, ops->send,
                                     ops->recv,       ops->exchange};
         s = fns[args->call](state, args);
-        if (s != TP_ERR_UNSUPPORTED) return tp_coll_finish(cc, s, fn);
+        if (s != TP_COLL_DECLINED) return tp_coll_finish(cc, s, fn);
+        size_t used = strlen(declined);
+        snprintf(declined + used, sizeof(declined) - used, "%s%s", n > 0 ? ", " : "", ops->name);
         const tp_coll_ops_t *next = next_provider(cc, args, provider_index(cc, ops), &state);
         if (next == NULL) {
-            tp_log(TP_LOG_ERROR, "coll", "%s: collective provider %s cannot take %s memory here, and no other does", fn,
-                   ops->name, tp_mem_type_name(args->mem_type));
-            return tp_coll_finish(cc, s, fn);
+            tp_log(TP_LOG_ERROR, "coll", "%s: collective provider%s %s cannot take %s memory here, and no other does",
+                   fn, n > 0 ? "s" : "", declined, tp_mem_type_name(args->mem_type));
+            return TP_ERR_UNSUPPORTED;
         }
         ops = next;
     }

@@ -210,6 +210,7 @@ static tp_status_t stage_call(void *state, const tp_coll_args_t *a)
                    "%s: the stream is capturing a graph, and a staged call cannot be captured (its proxy runs it "
                    "once): make the call outside the capture",
                    fn);
+        if (capturing == TP_ERR_UNSUPPORTED) return TP_COLL_DECLINED; /* a device without stream work */
         return capturing > 0 ? TP_ERR_UNSUPPORTED : (tp_status_t)capturing;
     }
     size_t *counts = NULL;

@@ -116,3 +116,10 @@ int tp_device_unsupported_capturing(tp_stream_t *stream)
     (void)stream;
     return TP_ERR_UNSUPPORTED;
 }
+
+tp_status_t tp_device_unsupported_bus_id(tp_stream_t *stream, char *out, size_t len)
+{
+    (void)stream;
+    if (len > 0) out[0] = '\0';
+    return TP_ERR_UNSUPPORTED;
+}

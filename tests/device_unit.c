@@ -99,8 +99,9 @@ static void test_host_ops(void)
     tp_device_event_t *ev = NULL;
     tp_stream_t *st = NULL;
     void *h = NULL, *dv = NULL;
-    CHECK(tp_device_unsupported_stream(NULL, &ev) == TP_ERR_UNSUPPORTED && tp_device_unsupported_init() ==
-              TP_ERR_UNSUPPORTED && tp_device_unsupported_host_alloc(8, &h, &dv) == TP_ERR_UNSUPPORTED &&
+    CHECK(tp_device_unsupported_stream(NULL, &ev) == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_init() == TP_ERR_UNSUPPORTED &&
+              tp_device_unsupported_host_alloc(8, &h, &dv) == TP_ERR_UNSUPPORTED &&
               tp_device_unsupported_stream_create(NULL, &st) == TP_ERR_UNSUPPORTED &&
               tp_device_unsupported_stream_adopt(NULL, &st) == TP_ERR_UNSUPPORTED &&
               tp_device_unsupported_stream_sync(NULL) == TP_ERR_UNSUPPORTED &&
@@ -164,6 +165,7 @@ static const tp_device_ops_t fake_device = {
     .stream_wait = tp_device_unsupported_stream,
     .event_sync = tp_device_unsupported_stream,
     .event_release = tp_device_unsupported_stream,
+    .stream_bus_id = tp_device_unsupported_bus_id,
 };
 
 /* A provider for the fake memory type that takes only all_reduce: one rank, the fold through the call's device. */
@@ -266,10 +268,19 @@ static void test_provider_choice(void)
           "a destroyed stream is refused by name: %s", tp_last_error());
     CHECK(tp_all_reduce(&comm, arena, host_buf, 4, TP_I32, TP_SUM, NULL) == TP_ERR_UNSUPPORTED && fake_calls == 1,
           "mixed buffers are refused before any provider");
+    fake_result = TP_COLL_DECLINED;
+    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, NULL) == TP_ERR_UNSUPPORTED &&
+              strstr(tp_last_error(), "provider fake cannot take") != NULL && fake_calls == 2,
+          "a decline with no provider left is refused naming the one that declined: %s", tp_last_error());
+    fake_result = TP_ERR_UNSUPPORTED;
+    tp_log(TP_LOG_ERROR, "unit", "the provider's own refusal");
+    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, NULL) == TP_ERR_UNSUPPORTED &&
+              strstr(tp_last_error(), "the provider's own refusal") != NULL && fake_calls == 3,
+          "a provider's refusal (not a decline) ends the call with its own message: %s", tp_last_error());
     fake_result = TP_ERR_PEER_FAILED;
     CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, NULL) == TP_ERR_PEER_FAILED, "a failure");
     fake_result = TP_OK;
-    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, NULL) == TP_ERR_PEER_FAILED && fake_calls == 2,
+    CHECK(tp_all_reduce(&comm, arena, arena + 1024, 4, TP_I32, TP_SUM, NULL) == TP_ERR_PEER_FAILED && fake_calls == 4,
           "a comm that failed a call fails the next alike, without calling the provider");
     CHECK(tp_coll_unsupported(NULL, &a) == TP_ERR_UNSUPPORTED, "the shared unsupported stub");
 }

@@ -4,6 +4,7 @@
  * device; pointers inside fake_hip_arena are its device memory, stream ops only count).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ int hipPointerGetAttributes(int *attr, const void *p)
     return 0;
 }
 int hipStreamGetDevice(void *s, int *d) { (void)s; *d = 0; return 0; }
+int hipDeviceGetPCIBusId(char *out, int len, int d) { return snprintf(out, (size_t)len, "0000:%02x:00.0", d + 0xc1) < 0; }
 int hipStreamWriteValue64(void *s, void *p, uint64_t v, unsigned f) { (void)s, (void)p, (void)v, (void)f; fake_hip_calls[0]++; return 0; }
 int hipStreamWaitValue64(void *s, void *p, uint64_t v, unsigned f, uint64_t m) { (void)s, (void)p, (void)v, (void)f, (void)m; fake_hip_calls[1]++; return 0; }
 int hipMemcpyAsync(void *d, const void *s, size_t n, int k, void *st) { (void)k, (void)st; memmove(d, s, n); fake_hip_calls[2]++; return 0; }

@@ -5,6 +5,7 @@
  * it lacks cuGetProcAddress_v2, like a driver older than CUDA 12.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ static int CtxGetCurrent(void **c) { *c = inited ? &ctx_storage : NULL; return i
 static int CtxPush(void *c) { (void)c; return 0; }
 static int CtxPop(void **c) { *c = &ctx_storage; return 0; }
 static int CtxGetDevice(int *d) { *d = 0; return 0; }
+static int DeviceGetPCIBusId(char *out, int len, int d) { return snprintf(out, (size_t)len, "0000:%02x:00.0", 0x3b + d) < 0; }
 static int PointerGetAttribute(void *data, int attr, unsigned long long p)
 {
     if (!inited) return 3;
@@ -72,7 +74,7 @@ int cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t flags
         {"cuCtxGetDevice", (void *)CtxGetDevice}, {"cuPointerGetAttribute", (void *)PointerGetAttribute},
         {"cuStreamGetCtx", (void *)StreamGetCtx}, {"cuStreamWriteValue64", (void *)StreamValue},
         {"cuStreamWaitValue64", (void *)StreamWait}, {"cuStreamIsCapturing", (void *)StreamIsCapturing},
-        {"cuMemcpyAsync", (void *)MemcpyAsync},
+        {"cuMemcpyAsync", (void *)MemcpyAsync}, {"cuDeviceGetPCIBusId", (void *)DeviceGetPCIBusId},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (strcmp(sym, table[i].name) == 0) {

@@ -222,6 +222,11 @@ static void test_fake_cuda(void)
     CHECK(calls[0] == 1 && calls[1] == 1 && calls[3] == 1 && calls[2] == 1 && strcmp(arena + 128, "abcdefg") == 0,
           "one call each (%d %d %d %d)", calls[0], calls[1], calls[2], calls[3]);
     CHECK(d->stream_write64(hs, arena, 1) == TP_ERR_INVALID && calls[0] == 1, "a host stream never reaches the driver");
+    char bus[32];
+    CHECK(d->stream_bus_id(cs, bus, sizeof(bus)) == TP_OK && strcmp(bus, "0000:3b:00.0") == 0,
+          "the stream's GPU by PCI bus id: %s", bus);
+    CHECK(tp_host_device_ops.stream_bus_id(hs, bus, sizeof(bus)) == TP_ERR_UNSUPPORTED && bus[0] == '\0',
+          "a host stream has no GPU");
     CHECK(tp_stream_destroy(cs) == TP_OK && tp_stream_destroy(hs) == TP_OK, "destroy");
 }
 
@@ -247,6 +252,9 @@ static void test_fake_hip(void)
               d->stream_capturing(st) == 0 && d->copy(arena + 128, arena, 8, st) == TP_OK,
           "stream ops reach the runtime");
     CHECK(calls[0] == 1 && calls[1] == 1 && calls[2] == 1 && strcmp(arena + 128, "abcdefg") == 0, "once each");
+    char bus[32];
+    CHECK(d->stream_bus_id(st, bus, sizeof(bus)) == TP_OK && strcmp(bus, "0000:c1:00.0") == 0,
+          "the stream's GPU by PCI bus id: %s", bus);
     const void *srcs[1] = {arena};
     CHECK(d->reduce(TP_F32, TP_SUM, arena, srcs, 1, 1, st) == TP_ERR_UNSUPPORTED &&
               strstr(tp_last_error(), "no reduce kernels for HIP memory"),

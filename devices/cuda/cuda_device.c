@@ -221,6 +221,18 @@ static tp_status_t cuda_event_release(tp_stream_t *stream, tp_device_event_t **e
     return s;
 }
 
+static tp_status_t cuda_bus_id(tp_stream_t *stream, char *out, size_t len)
+{
+    if (len > 0) out[0] = '\0';
+    if (!tp_cuda_stream_ok(stream, "stream_bus_id")) return TP_ERR_INVALID;
+    int pushed, device = 0;
+    tp_status_t s = tp_cuda_enter(stream->priv, &pushed);
+    if (s == TP_OK) s = tp_cuda_check(tp_cu.CtxGetDevice(&device), "cuCtxGetDevice");
+    if (s == TP_OK) s = tp_cuda_check(tp_cu.DeviceGetPCIBusId(out, (int)len, device), "cuDeviceGetPCIBusId");
+    tp_cuda_leave(pushed);
+    return s;
+}
+
 const tp_device_ops_t tp_cuda_device_ops = {
     .abi_version = TP_DEVICE_ABI,
     .ops_size = sizeof(tp_device_ops_t),
@@ -243,4 +255,5 @@ const tp_device_ops_t tp_cuda_device_ops = {
     .stream_wait = cuda_stream_wait_event,
     .event_sync = cuda_event_sync,
     .event_release = cuda_event_release,
+    .stream_bus_id = cuda_bus_id,
 };

@@ -31,6 +31,7 @@ static const struct {
     ENTRY(CtxPushCurrent),
     ENTRY(CtxPopCurrent),
     ENTRY(CtxGetDevice),
+    ENTRY(DeviceGetPCIBusId),
     ENTRY(PointerGetAttribute),
     ENTRY(MemHostAlloc),
     ENTRY(MemFreeHost),

@@ -52,6 +52,7 @@ static struct {
     hip_result_t (*StreamDestroy)(hip_stream_t);
     hip_result_t (*StreamSynchronize)(hip_stream_t);
     hip_result_t (*StreamGetDevice)(hip_stream_t, int *);
+    hip_result_t (*DeviceGetPCIBusId)(char *, int, int);
     hip_result_t (*StreamWriteValue64)(hip_stream_t, void *, uint64_t, unsigned);
     hip_result_t (*StreamWaitValue64)(hip_stream_t, void *, uint64_t, unsigned, uint64_t);
     hip_result_t (*StreamIsCapturing)(hip_stream_t, int *);
@@ -87,6 +88,7 @@ static const struct {
     ENTRY(StreamDestroy),
     ENTRY(StreamSynchronize),
     ENTRY(StreamGetDevice),
+    ENTRY(DeviceGetPCIBusId),
     ENTRY(StreamWriteValue64),
     ENTRY(StreamWaitValue64),
     ENTRY(StreamIsCapturing),
@@ -376,6 +378,13 @@ static tp_status_t hip_event_release(tp_stream_t *stream, tp_device_event_t **ev
     return s;
 }
 
+static tp_status_t hip_bus_id(tp_stream_t *stream, char *out, size_t len)
+{
+    if (len > 0) out[0] = '\0';
+    if (!stream_ok(stream, "stream_bus_id")) return TP_ERR_INVALID;
+    return check(hip.DeviceGetPCIBusId(out, (int)len, DEVICE_OF(stream)), "hipDeviceGetPCIBusId");
+}
+
 const tp_device_ops_t tp_hip_device_ops = {
     .abi_version = TP_DEVICE_ABI,
     .ops_size = sizeof(tp_device_ops_t),
@@ -398,4 +407,5 @@ const tp_device_ops_t tp_hip_device_ops = {
     .stream_wait = hip_stream_wait_event,
     .event_sync = hip_event_sync,
     .event_release = hip_event_release,
+    .stream_bus_id = hip_bus_id,
 };

@@ -66,4 +66,5 @@ const tp_device_ops_t tp_host_device_ops = {
     .stream_wait = tp_host_stream_wait_event,
     .event_sync = tp_host_event_sync,
     .event_release = tp_host_event_release,
+    .stream_bus_id = tp_device_unsupported_bus_id,
 };

@@ -49,7 +49,7 @@ NCCL_NVLS_ENABLE=1 timeout 60 "$TPRUN" -n 2 $RANK one >/dev/null 2>&1
 
 step "declines and refusals"
 out=$(TP_NCCL_LIBRARY=/nonexistent/libnccl.so.2 TP_LOG_LEVEL=info timeout 60 "$TPRUN" -n 2 $RANK one 2>&1)
-if echo "$out" | grep -q 'cannot load /nonexistent/libnccl.so.2' && echo "$out" | grep -q 'collective provider nccl cannot take cuda memory here, and no other does' &&
+if echo "$out" | grep -q 'cannot load /nonexistent/libnccl.so.2' && echo "$out" | grep -q 'collective providers nccl, staged cannot take cuda memory here, and no other does' &&
     [ "$(echo "$out" | grep -c 'one: not supported')" -eq 2 ]; then pass "no NCCL: the call is refused by name on every rank"
 else fail "no NCCL"; echo "$out"; fi
 cat >"$TEST_DIR/half.sh" <<EOS
@@ -60,6 +60,22 @@ EOS
 chmod +x "$TEST_DIR/half.sh"
 out=$(timeout 60 "$TPRUN" -n 3 "$TEST_DIR/half.sh" $RANK one 2>&1)
 [ "$(echo "$out" | grep -c 'one: not supported')" -eq 3 ] && pass "NCCL on 2 of 3 ranks: all 3 decline together (no hang)" || { fail "partial NCCL"; echo "$out"; }
+for m in one pair; do
+    fresh
+    out=$(FAKE_GPU_BUS=0000:3b:00.0 timeout 60 "$TPRUN" -n 2 $RANK $m 2>&1)
+    [ "$(echo "$out" | grep -c "not using NCCL for CUDA buffers .*: ranks 0 and 1 share GPU 0000:3b:00.0 on one host (NCCL needs a GPU per rank)")" -eq 2 ] &&
+        [ "$(echo "$out" | grep -c "$m: not supported (tp_.*: collective providers nccl, staged cannot take")" -eq 2 ] &&
+        ! ops | grep -q init &&
+        pass "$m: two ranks on one GPU: NCCL declines by name on both, never inits" || { fail "$m: shared GPU"; echo "$out"; }
+done
+cat >"$TEST_DIR/bus.sh" <<EOS
+#!/bin/bash
+export FAKE_GPU_BUS=0000:3\$TP_RANK:00.0
+exec "\$@"
+EOS
+chmod +x "$TEST_DIR/bus.sh"
+out=$(timeout 60 "$TPRUN" -n 2 "$TEST_DIR/bus.sh" $RANK one 2>&1)
+[ "$(echo "$out" | grep -c 'one: success')" -eq 2 ] && ! echo "$out" | grep -q 'share GPU' && pass "two ranks on two GPUs: NCCL takes the call" || { fail "two GPUs"; echo "$out"; }
 out=$(FAKE_NCCL_VERSION=21800 TP_LOG_LEVEL=info timeout 60 "$TPRUN" -n 1 $RANK one 2>&1)
 echo "$out" | grep -q 'is NCCL 21800: NCCL 2.19 or later is needed' && pass "an old NCCL is not used, by name" || { fail "old NCCL"; echo "$out"; }
 out=$(timeout 60 "$TPRUN" -n 2 $RANK nostream 2>&1)

@@ -6,6 +6,8 @@
  *   order   prints the all-reduce of 1, 1e8, -1e8 (ranks 0, 1, 2): 0 in rank order, 1 in the fake NCCL's order
  *   loop    all-reduces until killed (prints ready after the first); rank NCCL_DIE_RANK SIGKILLs itself after 20
  *   one     a single all-reduce; prints its status (declines, refusals, injected errors)
+ *   pair    rank 0 sends to rank 1; prints the status of each side
+ * FAKE_GPU_BUS: the PCI bus id the fake device gives for its stream (unset: not known).
  */
 #include <signal.h>
 #include <stdint.h>
@@ -82,6 +84,14 @@ static tp_status_t fake_adopt(void *native, tp_stream_t **out)
 
 static void fake_stream_destroy(tp_stream_t *s) { free(s); }
 
+static tp_status_t fake_bus_id(tp_stream_t *s, char *out, size_t len)
+{
+    const char *bus = getenv("FAKE_GPU_BUS");
+    if (bus == NULL) return tp_device_unsupported_bus_id(s, out, len);
+    snprintf(out, len, "%s", bus);
+    return TP_OK;
+}
+
 static const tp_device_ops_t fake_cuda = {
     .abi_version = TP_DEVICE_ABI,
     .ops_size = sizeof(tp_device_ops_t),
@@ -104,6 +114,7 @@ static const tp_device_ops_t fake_cuda = {
     .stream_wait = fake_event_op,
     .event_sync = fake_event_op,
     .event_release = fake_release,
+    .stream_bus_id = fake_bus_id,
 };
 
 static tp_stream_t *STREAM;
@@ -158,6 +169,10 @@ int main(int argc, char **argv)
         }
         printf("nccl_rank %d: loop ended: %s\n", me, tp_status_string(s));
         rc = 1;
+    } else if (strcmp(mode, "pair") == 0) {
+        float *v = dalloc(4096);
+        s = me == 0 ? tp_send(w, v, 16, TP_F32, 1, STREAM) : me == 1 ? tp_recv(w, v, 16, TP_F32, 0, STREAM) : TP_OK;
+        printf("nccl_rank %d: %s: %s (%s)\n", me, mode, tp_status_string(s), tp_last_error());
     } else {
         float *v = dalloc(4096);
         for (int i = 0; i < (argc > 2 ? atoi(argv[2]) : 1) && s == TP_OK; i++)

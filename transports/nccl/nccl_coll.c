@@ -41,8 +41,7 @@ static int overlap(const void *a, size_t alen, const void *b, size_t blen)
 /* What every call checks first: the comm's communicator (a CUDA stream the dispatcher has checked). */
 static tp_status_t begin(nccl_state_t *st, const char *fn, const tp_coll_args_t *a, int collective)
 {
-    (void)a;
-    return collective ? nccl_ready(st, fn) : TP_OK;
+    return collective ? nccl_ready(st, fn, a) : TP_OK;
 }
 
 /* Runs one NCCL call (or a group) under the calls lock, then checks the communicator's state: a tp_status_t. */
@@ -310,7 +309,7 @@ static tp_status_t p2p(nccl_state_t *st, const char *fn, const tp_coll_args_t *a
         return a->send != a->recv ? a->device->copy(a->recv, a->send, b, a->stream) : TP_OK;
     nccl_comm_t nc;
     int peer;
-    if ((s = nccl_pair(st, fn, a->peer, &nc, &peer)) != TP_OK) return s;
+    if ((s = nccl_pair(st, fn, a, &nc, &peer)) != TP_OK) return s;
     const void *src = a->send;
     if (sends && recvs && a->send == a->recv) { /* in place: what goes out is copied before it is overwritten */
         void *scratch;

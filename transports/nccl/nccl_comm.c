@@ -178,18 +178,43 @@ tp_status_t nccl_check(nccl_state_t *st, const char *fn, nccl_comm_t nc, nccl_re
     return st->failed = r == NCCL_IN_PROGRESS ? TP_ERR_PEER_FAILED : status_of(r);
 }
 
-/* What ranks tell each other before a communicator: whether NCCL loaded, and the unique id when it did. */
+/* What ranks tell each other before a communicator: whether NCCL loaded, the GPU the call's stream runs on (its host
+ * and PCI bus id: NCCL refuses two ranks on one GPU), and the unique id when NCCL loaded. */
 typedef struct nccl_hello {
     int32_t have;
     int32_t id_ok;
+    int32_t node;
+    char bus[32];
     nccl_id_t id;
 } nccl_hello_t;
 
-static void hello_fill(nccl_hello_t *h, const nccl_lib_t *lib, int make_id)
+static void hello_fill(nccl_hello_t *h, const nccl_state_t *st, const tp_coll_args_t *a, const nccl_lib_t *lib,
+                       int make_id)
 {
     memset(h, 0, sizeof(*h));
     h->have = lib != NULL;
+    h->node = tp_comm_node_rank(st->comm);
+    if (a->device->stream_bus_id(a->stream, h->bus, sizeof(h->bus)) != TP_OK) h->bus[0] = '\0'; /* not known */
+    h->bus[sizeof(h->bus) - 1] = '\0';
     if (lib != NULL && make_id) h->id_ok = lib->get_unique_id(&h->id) == NCCL_OK;
+}
+
+/* Why NCCL cannot take these ranks (into why), or 0: one has no NCCL, or two share a GPU. */
+static int unusable(const nccl_hello_t *h, const int *ranks, int n, const char *lib_why, char *why, size_t len)
+{
+    for (int p = 0; p < n; p++)
+        if (!h[p].have) {
+            snprintf(why, len, "%s", lib_why[0] != '\0' ? lib_why : "another rank has no usable NCCL");
+            return 1;
+        }
+    for (int p = 0; p < n; p++)
+        for (int q = p + 1; q < n; q++)
+            if (h[p].bus[0] != '\0' && h[p].node == h[q].node && strcmp(h[p].bus, h[q].bus) == 0) {
+                snprintf(why, len, "ranks %d and %d share GPU %s on one host (NCCL needs a GPU per rank)", ranks[p],
+                         ranks[q], h[p].bus);
+                return 1;
+            }
+    return 0;
 }
 
 /* First use by this process: fate aborts every communicator when a peer dies. */
@@ -247,34 +272,42 @@ static tp_status_t usable(nccl_state_t *st)
     return st->failed;
 }
 
-tp_status_t nccl_ready(nccl_state_t *st, const char *fn)
+tp_status_t nccl_ready(nccl_state_t *st, const char *fn, const tp_coll_args_t *a)
 {
     tp_status_t s = usable(st);
     if (s != TP_OK || st->nc != NULL) return s;
-    if (st->declined) return TP_ERR_UNSUPPORTED;
+    if (st->declined) return TP_COLL_DECLINED;
     char why[512] = "";
     const nccl_lib_t *lib = nccl_lib_load(why, sizeof(why));
     nccl_hello_t mine, *all = calloc((size_t)st->size, sizeof(*all));
     if (all == NULL) return TP_ERR_NO_MEMORY;
-    hello_fill(&mine, lib, st->rank == 0);
+    int *ranks = malloc((size_t)st->size * sizeof(int));
+    if (ranks == NULL) {
+        free(all);
+        return TP_ERR_NO_MEMORY;
+    }
+    for (int p = 0; p < st->size; p++) ranks[p] = p;
+    hello_fill(&mine, st, a, lib, st->rank == 0);
     /* Every rank takes the same path: one on NCCL and one staging would wait for each other forever. */
     s = tp_all_gather(st->comm, &mine, all, sizeof(mine), TP_BYTES, NULL);
-    int have = 1;
-    for (int p = 0; s == TP_OK && p < st->size; p++) have &= all[p].have;
-    if (s == TP_OK && !have) {
+    char none[512];
+    if (s == TP_OK && unusable(all, ranks, st->size, lib == NULL ? why : "", none, sizeof(none))) {
         st->declined = 1;
-        tp_log(TP_LOG_INFO, "nccl", "%s: not using NCCL for CUDA buffers on comm of %d ranks: %s", fn, st->size,
-               lib == NULL ? why : "another rank has no usable NCCL");
+        tp_log(lib == NULL ? TP_LOG_INFO : TP_LOG_WARN, "nccl",
+               "%s: not using NCCL for CUDA buffers on comm of %d ranks: %s", fn, st->size, none);
         free(all);
-        return TP_ERR_UNSUPPORTED;
+        free(ranks);
+        return TP_COLL_DECLINED;
     }
+    free(ranks);
     if (s == TP_OK) s = init_comm(st, fn, lib, &all[0], st->size, st->rank, &st->nc);
     free(all);
     return s;
 }
 
-tp_status_t nccl_pair(nccl_state_t *st, const char *fn, int peer, nccl_comm_t *nc, int *nc_peer)
+tp_status_t nccl_pair(nccl_state_t *st, const char *fn, const tp_coll_args_t *a, nccl_comm_t *nc, int *nc_peer)
 {
+    int peer = a->peer;
     tp_status_t s = usable(st);
     if (s != TP_OK) return s;
     if (st->nc != NULL) {
@@ -290,21 +323,24 @@ tp_status_t nccl_pair(nccl_state_t *st, const char *fn, int peer, nccl_comm_t *n
     if (st->pairs[peer] == NULL && !st->pair_declined[peer]) {
         char why[512] = "";
         const nccl_lib_t *lib = nccl_lib_load(why, sizeof(why));
-        nccl_hello_t mine, theirs;
-        hello_fill(&mine, lib, st->rank < peer);
+        nccl_hello_t two[2];
+        int me = st->rank < peer ? 0 : 1, ranks[2] = {me == 0 ? st->rank : peer, me == 0 ? peer : st->rank};
+        hello_fill(&two[me], st, a, lib, me == 0);
         /* Both sides of a point-to-point call are here: the pair agrees alone (the comm's others are elsewhere). */
-        s = tp_exchange(st->comm, &mine, &theirs, sizeof(mine), TP_BYTES, peer, NULL);
+        s = tp_exchange(st->comm, &two[me], &two[1 - me], sizeof(two[0]), TP_BYTES, peer, NULL);
         if (s != TP_OK) return s;
-        if (!(mine.have && theirs.have)) {
+        nccl_hello_t mine = two[me], theirs = two[1 - me];
+        char none[512];
+        if (unusable(two, ranks, 2, lib == NULL ? why : "", none, sizeof(none))) {
             st->pair_declined[peer] = 1;
-            tp_log(TP_LOG_INFO, "nccl", "%s: not using NCCL for CUDA buffers with rank %d: %s", fn, peer,
-                   lib == NULL ? why : "that rank has no usable NCCL");
+            tp_log(lib == NULL ? TP_LOG_INFO : TP_LOG_WARN, "nccl",
+                   "%s: not using NCCL for CUDA buffers with rank %d: %s", fn, peer, none);
         } else {
             s = init_comm(st, fn, lib, st->rank < peer ? &mine : &theirs, 2, st->rank < peer ? 0 : 1, &st->pairs[peer]);
             if (s != TP_OK) return s;
         }
     }
-    if (st->pair_declined[peer]) return TP_ERR_UNSUPPORTED;
+    if (st->pair_declined[peer]) return TP_COLL_DECLINED;
     *nc = st->pairs[peer];
     *nc_peer = st->rank < peer ? 1 : 0;
     return TP_OK;

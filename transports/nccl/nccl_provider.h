@@ -24,10 +24,11 @@ typedef struct nccl_state {
 } nccl_state_t;
 
 /* The comm's communicator, made now if this is its first collective on CUDA memory (every rank calls).
- * TP_ERR_UNSUPPORTED (and st->declined) when every rank agreed NCCL is absent. */
-tp_status_t nccl_ready(nccl_state_t *st, const char *fn);
-/* The communicator to reach peer with, made for the pair now when the comm has none yet (both sides call). */
-tp_status_t nccl_pair(nccl_state_t *st, const char *fn, int peer, nccl_comm_t *nc, int *nc_peer);
+ * TP_COLL_DECLINED (and st->declined) when the ranks' hellos show NCCL cannot take them: absent on one, or two on
+ * one GPU. */
+tp_status_t nccl_ready(nccl_state_t *st, const char *fn, const tp_coll_args_t *a);
+/* The communicator to reach a->peer with, made for the pair now when the comm has none yet (both sides call). */
+tp_status_t nccl_pair(nccl_state_t *st, const char *fn, const tp_coll_args_t *a, nccl_comm_t *nc, int *nc_peer);
 /* After an enqueue or ncclGroupEnd returned r on nc: waits (bounded) while nc is in progress, checks its state. */
 tp_status_t nccl_check(nccl_state_t *st, const char *fn, nccl_comm_t nc, nccl_result_t r);
 /* At least len bytes of device scratch, ordered after its last use: queue the call's work after this. */
