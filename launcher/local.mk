@@ -21,6 +21,7 @@ tprun_SOURCES = \
 	launcher/pmix/tprun_pmix.c launcher/pmix/tprun_pmix.h launcher/pmix/tprun_pmix_lib.h runtime/runtime_pmix_compat.h launcher/pmix/tprun_pmix_ops.c \
 	launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_fence.h launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c launcher/pmix/tprun_agent_pmix.h \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
+	runtime/runtime_proc.c runtime/runtime_proc.h \
 	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h
 tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm -I$(top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS)

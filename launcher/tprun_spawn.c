@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "runtime_proc.h"
 
 /*
  * The per-rank variables on top of the inherited environment and -x: 9 TP_* (TP_BOOT_FD on one rank), TP_HOST,
@@ -348,27 +349,13 @@ err_pipe:
     return TP_ERR_SYSTEM;
 }
 
-/* PF_EXITING in /proc/PID/stat's flags: the process is inside exit(), its fds (its PMIx socket) maybe closed. */
-#define TPRUN_PF_EXITING 0x4u
 #define TPRUN_EXITING_WAIT_MS 200
 
+/* Inside exit(): its fds (its PMIx socket) maybe closed already. */
 static int pid_exiting(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp, session, tty, tpgid;
-    unsigned flags;
-    if (p == NULL || sscanf(p + 1, " %c %d %d %d %d %d %u", &state, &ppid, &pgrp, &session, &tty, &tpgid, &flags) != 7)
-        return 0;
-    return (flags & TPRUN_PF_EXITING) != 0;
+    tp_proc_stat_t ps;
+    return tp_proc_stat(pid, &ps) == 0 && (ps.flags & TP_PROC_PF_EXITING) != 0;
 }
 
 void tprun_wait_exiting(const tprun_job_t *job)

@@ -261,7 +261,7 @@ tp_status_t tp_coll_dispatch(tp_comm_t *comm, const char *fn, tp_coll_args_t *ar
 
 tp_status_t tp_coll_finish(coll_comm_t *cc, tp_status_t s, const char *fn)
 {
-    if (tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED) s = tp_fate_call_failed(s, fn);
+    if (tp_fate_status(s)) s = tp_fate_call_failed(s, fn);
     if (tp_status_scope(s) >= TP_SCOPE_PEER && cc->failed == TP_OK) cc->failed = s;
     return s;
 }

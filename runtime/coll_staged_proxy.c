@@ -210,7 +210,7 @@ static tp_status_t device_failed(plan_t *p, tp_status_t s, const char *what, siz
 /* The host engine failed a part (logged there): a peer's failure goes to the fate path, as a call's would. */
 static tp_status_t part_failed(plan_t *p, tp_status_t s)
 {
-    if (tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED) s = tp_fate_call_failed(s, p->fn);
+    if (tp_fate_status(s)) s = tp_fate_call_failed(s, p->fn);
     return s;
 }
 

@@ -9,7 +9,8 @@ libtp_la_SOURCES = \
 	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h \
 	runtime/runtime_log.c runtime/runtime_log.h \
-	runtime/runtime_status.c
+	runtime/runtime_status.c \
+	runtime/runtime_proc.c runtime/runtime_proc.h
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm
 libtp_la_LDFLAGS = -version-info 0:0:0
 # Only the API is exported: what include/tp.h and include/tp_provider.h declare with TP_API (tests/api_symbols.sh).

@@ -24,14 +24,15 @@
 #include <unistd.h>
 
 #include "runtime_log.h"
+#include "runtime_proc.h"
 #include "runtime_stop.h"
 #include "runtime_wire.h"
 
 #define FATE_CALLBACKS_MAX 64
-#define FATE_MSG_MAX       4096
+#define FATE_MSG_MAX       TP_FAIL_MSG_MAX
 #define FATE_BYE_MAX       (256 * 1024) /* a BYE carries the rank's call counts per comm (tp_coll_stop_table) */
 /* Rank 0 sends finalize news this long after it changed, so a clean finalize (every rank at once) sends none. */
-#define STOP_RELAY_NS 1000000
+#define STOP_RELAY_NS          1000000
 #define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
 
 typedef struct fate_peer {
@@ -39,9 +40,7 @@ typedef struct fate_peer {
     int pidfd;        /* the peer's process, when it runs on this kernel: its death is seen without a relay */
     int64_t ended_at; /* its process ended and nothing says why yet: blamed if nothing does in time */
     int bye;          /* it called tp_finalize */
-    int relayed;      /* rank 0: its finalize news went to the ranks still in their calls */
     int servicing;    /* its messages are being read (arbitrate reads them early, never twice at once) */
-    char *table;      /* rank 0: what it reported with its BYE */
     int64_t last_rx;
     tp_msg_reader_t reader;
 } fate_peer_t;
@@ -156,14 +155,6 @@ static void fate_die(const tp_failure_t *f)
     _exit(TP_EXIT_PEER_FAILED);
 }
 
-static void send_fail(int fd, const tp_failure_t *f, tp_status_t status)
-{
-    char buf[FATE_MSG_MAX];
-    int n = snprintf(buf, sizeof(buf), "%d\n%d\n%s\n%d\n%s", f->rank, (int)f->pid, f->host, (int)status, f->reason);
-    if (n >= (int)sizeof(buf)) n = (int)sizeof(buf) - 1;
-    tp_wire_send_msg(fd, TP_MSG_FAIL, buf, (size_t)n, tp_now_ns() + 100000000);
-}
-
 /*
  * Ends our side of every fate connection in order: a FIN after the FAIL just sent, and nothing left unread, so
  * exiting does not turn into a reset that would make a peer drop the FAIL before reading it.
@@ -195,15 +186,14 @@ static void decide_status(int rank, tp_status_t status, const char *reason)
     snprintf(fate.failure_reason, sizeof(fate.failure_reason), "%s", reason);
     fate.failure = (tp_failure_t){
         .rank = rank, .host = fate.failure_host, .pid = known ? w->peers[rank].pid : 0, .reason = fate.failure_reason};
-    fate.failure_status =
-        tp_status_scope(status) >= TP_SCOPE_PEER && status != TP_STOPPED ? status : TP_ERR_PEER_FAILED;
+    fate.failure_status = tp_fate_status(status) ? status : TP_ERR_PEER_FAILED;
     /* Out before this rank can act on it (once its call returns, the engine may exit at once): rank 0 tells every
      * rank; another rank that decided itself tells rank 0, which reads it before this rank's end. */
     if (w->rank == 0) {
         for (int r = 1; r < w->size; r++)
-            if (fate.peers[r].fd >= 0) send_fail(fate.peers[r].fd, &fate.failure, fate.failure_status);
+            if (fate.peers[r].fd >= 0) tp_wire_send_fail(fate.peers[r].fd, &fate.failure, fate.failure_status);
     } else if (rank != 0 && fate.peers[0].fd >= 0) {
-        send_fail(fate.peers[0].fd, &fate.failure, fate.failure_status);
+        tp_wire_send_fail(fate.peers[0].fd, &fate.failure, fate.failure_status);
     }
     if (!fate.errors_return) {
         quiesce_connections();
@@ -262,24 +252,19 @@ static void suspect(int rank, tp_status_t status, const char *reason, int64_t no
         f.host = w->peers[rank].host;
         f.pid = w->peers[rank].pid;
     }
-    if (rank != 0 && fate.peers[0].fd >= 0) send_fail(fate.peers[0].fd, &f, status);
+    if (rank != 0 && fate.peers[0].fd >= 0) tp_wire_send_fail(fate.peers[0].fd, &f, status);
 }
 
 /* A FAIL message: from rank 0 it is the verdict; at rank 0, another rank's suspicion. */
 static void on_fail_msg(int from, char *payload, int64_t now)
 {
-    char *save = NULL;
-    char *rank_s = strtok_r(payload, "\n", &save), *pid_s = strtok_r(NULL, "\n", &save);
-    char *host = strtok_r(NULL, "\n", &save), *status_s = strtok_r(NULL, "\n", &save);
-    char *reason = strtok_r(NULL, "", &save);
-    int rank = rank_s ? atoi(rank_s) : -2;
-    if (rank < -1 || rank >= fate.world->size || reason == NULL) {
+    int rank;
+    tp_status_t status; /* decide_status keeps only a peer- or job-scope one */
+    char *reason;
+    if (tp_wire_parse_fail(payload, fate.world->size, &rank, &status, &reason) != 0) {
         suspect(from, TP_ERR_PROTOCOL, "sent a malformed failure report", now);
         return;
     }
-    (void)pid_s;
-    (void)host;
-    tp_status_t status = (tp_status_t)atoi(status_s); /* decide_status keeps only a peer- or job-scope one */
     if (fate.world->rank != 0) {
         decide_status(rank, status, reason);
         return;
@@ -309,20 +294,8 @@ static int all_bye(int self_finalizing)
 /* Rank 0: rank r called tp_finalize with these call counts; the ranks still in their calls hear of it shortly. */
 static void on_bye(int r, const char *table, int64_t now)
 {
-    fate_peer_t *p = &fate.peers[r];
-    p->bye = 1;
-    free(p->table);
-    p->table = NULL;
-    size_t len = (table != NULL ? strlen(table) : 0) + 16;
-    if ((p->table = malloc(len)) == NULL) return; /* peers waiting on r wait for the job's end as before */
-    int n = snprintf(p->table, len, "r %d\n", r);
-    for (const char *line = table, *nl; line != NULL && (nl = strchr(line, '\n')) != NULL; line = nl + 1)
-        if ((line[0] == 'c' || line[0] == 'p') && line[1] == ' ') { /* only counts: a peer cannot speak for others */
-            memcpy(p->table + n, line, (size_t)(nl + 1 - line));
-            n += (int)(nl + 1 - line);
-        }
-    p->table[n] = '\0';
-    if (r != 0) tp_stop_news(p->table, fate.world->size);
+    fate.peers[r].bye = 1;
+    tp_stop_relay_add(r, table, fate.world->size); /* out of memory: peers waiting on r wait for the job's end */
     if (fate.relay_at == 0) fate.relay_at = now + STOP_RELAY_NS;
 }
 
@@ -332,18 +305,8 @@ static void relay_stop_news(void)
     tp_world_t *w = fate.world;
     size_t len = 0;
     fate.relay_at = 0;
-    for (int r = 0; r < w->size; r++)
-        if (fate.peers[r].table != NULL && !fate.peers[r].relayed) len += strlen(fate.peers[r].table);
-    char *msg = malloc(len + 1);
-    if (msg == NULL) return; /* those ranks wait for the job's end as before the news */
-    len = 0;
-    for (int r = 0; r < w->size; r++) {
-        fate_peer_t *p = &fate.peers[r];
-        if (p->table == NULL || p->relayed) continue;
-        p->relayed = 1;
-        memcpy(msg + len, p->table, strlen(p->table));
-        len += strlen(p->table);
-    }
+    char *msg = tp_stop_relay_take(&len);
+    if (msg == NULL) return; /* nothing new, or out of memory: those ranks wait for the job's end as before */
     for (int x = 1; x < w->size && len > 0; x++)
         if (!fate.peers[x].bye && fate.peers[x].fd >= 0)
             tp_wire_send_msg(fate.peers[x].fd, TP_MSG_STOP, msg, len, tp_now_ns() + 100000000);
@@ -359,20 +322,8 @@ static void on_stop_msg(const char *payload)
 /* How a peer process on this kernel ended, from its zombie's /proc entry; -1 once reaped or unreadable. */
 static int zombie_status(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return -1;
-    size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[len] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    if (p == NULL || p[1] != ' ' || p[2] != 'Z') return -1;
-    int field = 2, status = -1;
-    char *save = NULL;
-    for (char *tok = strtok_r(p + 1, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save))
-        if (++field == 52) status = atoi(tok); /* exit_code, as waitpid reports it */
-    return status;
+    tp_proc_stat_t ps;
+    return tp_proc_stat(pid, &ps) == 0 && ps.state == 'Z' ? ps.exit_code : -1;
 }
 
 /*
@@ -658,7 +609,6 @@ tp_status_t tp_fate_finalize(tp_world_t *w, const char *table)
         if (fate.peers[r].pidfd >= 0) close(fate.peers[r].pidfd);
         w->fate_fds[r] = -1;
         tp_msg_reader_free(&fate.peers[r].reader);
-        free(fate.peers[r].table);
     }
     free(fate.peers);
     fate.peers = NULL;

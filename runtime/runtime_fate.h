@@ -18,6 +18,9 @@ tp_status_t tp_fate_finalize(tp_world_t *w, const char *table);
  * or never returns: the fate path ends the process (fatal).
  */
 tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn);
+/* Whether s is a rank's or the job's failure, the fate path's business (TP_STOPPED is not: peers that called
+ * tp_finalize did not fail). */
+static inline int tp_fate_status(tp_status_t s) { return tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED; }
 /* The job's failure status once it has failed (a verdict is in; a waiting call stops at once), else TP_OK. */
 tp_status_t tp_fate_failed(void);
 /* tp_fate_report with the status calls get (a refused frame: TP_ERR_PROTOCOL or TP_ERR_DESYNC). */

@@ -16,6 +16,7 @@
 static struct {
     pthread_mutex_t lock;
     char **tables; /* by world rank: what it reported with its BYE, NULL while it has not */
+    char *relayed; /* rank 0, by world rank: its table went to the ranks still in their calls */
     int size;
     int wake_fd;
     atomic_int failed;
@@ -41,7 +42,9 @@ void tp_stop_close(void)
     pthread_mutex_lock(&stop.lock);
     for (int r = 0; r < stop.size; r++) free(stop.tables[r]);
     free(stop.tables);
+    free(stop.relayed);
     stop.tables = NULL;
+    stop.relayed = NULL;
     stop.size = 0;
     pthread_mutex_unlock(&stop.lock);
     if (stop.wake_fd >= 0) close(stop.wake_fd);
@@ -81,6 +84,42 @@ int tp_stop_news(const char *news, int size)
     atomic_fetch_add(&stop.gen, 1);
     wake();
     return 0;
+}
+
+int tp_stop_relay_add(int rank, const char *bye_table, int size)
+{
+    size_t len = (bye_table != NULL ? strlen(bye_table) : 0) + 16;
+    char *news = malloc(len);
+    if (news == NULL) return -1;
+    int n = snprintf(news, len, "r %d\n", rank);
+    for (const char *line = bye_table, *nl; line != NULL && (nl = strchr(line, '\n')) != NULL; line = nl + 1)
+        if ((line[0] == 'c' || line[0] == 'p') && line[1] == ' ') {
+            memcpy(news + n, line, (size_t)(nl + 1 - line));
+            n += (int)(nl + 1 - line);
+        }
+    news[n] = '\0';
+    int rc = tp_stop_news(news, size);
+    free(news);
+    return rc;
+}
+
+char *tp_stop_relay_take(size_t *len)
+{
+    pthread_mutex_lock(&stop.lock);
+    if (stop.relayed == NULL && stop.size > 0) stop.relayed = calloc((size_t)stop.size, 1);
+    size_t need = 1;
+    for (int r = 0; stop.relayed != NULL && r < stop.size; r++)
+        if (stop.tables[r] != NULL && !stop.relayed[r]) need += 16 + strlen(stop.tables[r]);
+    char *msg = need > 1 ? malloc(need) : NULL;
+    size_t used = 0;
+    for (int r = 0; msg != NULL && r < stop.size; r++)
+        if (stop.tables[r] != NULL && !stop.relayed[r]) {
+            stop.relayed[r] = 1;
+            used += (size_t)snprintf(msg + used, need - used, "r %d\n%s", r, stop.tables[r]);
+        }
+    pthread_mutex_unlock(&stop.lock);
+    *len = used;
+    return msg;
 }
 
 uint64_t tp_stop_gen(void) { return atomic_load(&stop.gen); }

@@ -27,6 +27,11 @@ void tp_stop_wake_failed(void);
  * call counts it sent with its BYE (tp_coll_stop_table's lines). Returns -1 when news is malformed (nothing kept).
  */
 int tp_stop_news(const char *news, int size);
+/* Rank 0: rank's BYE table (only its count lines: a rank cannot speak for others) becomes news here, and waits to
+ * be relayed to the ranks still in their calls; -1 when out of memory (they wait for the job's end instead). */
+int tp_stop_relay_add(int rank, const char *bye_table, int size);
+/* Rank 0: the news not relayed yet, in tp_stop_news's form (*len bytes, malloc'd); NULL when none. */
+char *tp_stop_relay_take(size_t *len);
 /* Changes each time finalize news arrives: a call checks again only then. */
 uint64_t tp_stop_gen(void);
 /* TP_OK while the call can still complete, else TP_STOPPED with the message set as this thread's last error. */

@@ -371,3 +371,25 @@ void tp_sockaddr_string(int fd, int peer_side, char *out, size_t len)
     inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
     snprintf(out, len, "%s:%d", ip, ntohs(sa.sin_port));
 }
+
+void tp_wire_send_fail(int fd, const tp_failure_t *f, tp_status_t status)
+{
+    char buf[TP_FAIL_MSG_MAX];
+    int n = snprintf(buf, sizeof(buf), "%d\n%d\n%s\n%d\n%s", f->rank, (int)f->pid, f->host, (int)status, f->reason);
+    if (n >= (int)sizeof(buf)) n = (int)sizeof(buf) - 1;
+    tp_wire_send_msg(fd, TP_MSG_FAIL, buf, (size_t)n, tp_now_ns() + 100000000);
+}
+
+int tp_wire_parse_fail(char *payload, int world_size, int *rank, tp_status_t *status, char **reason)
+{
+    char *save = NULL;
+    char *rank_s = strtok_r(payload, "\n", &save);
+    strtok_r(NULL, "\n", &save); /* pid and host: the receiver knows them from its records */
+    strtok_r(NULL, "\n", &save);
+    char *status_s = strtok_r(NULL, "\n", &save);
+    *reason = strtok_r(NULL, "", &save);
+    *rank = rank_s ? atoi(rank_s) : -2;
+    if (*rank < -1 || *rank >= world_size || *reason == NULL) return -1;
+    *status = (tp_status_t)atoi(status_s);
+    return 0;
+}

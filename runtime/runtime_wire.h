@@ -42,6 +42,11 @@ tp_status_t tp_wire_read(int fd, void *buf, size_t len, int64_t deadline_ns);
 
 /* Sends one message (header + payload) with one writev-like call sequence. */
 tp_status_t tp_wire_send_msg(int fd, tp_msg_type_t type, const void *payload, size_t len, int64_t deadline_ns);
+/* A FAIL message: "rank\npid\nhost\nstatus\nreason" (a reason longer than the message is cut), sent within 100 ms. */
+#define TP_FAIL_MSG_MAX 4096
+void tp_wire_send_fail(int fd, const tp_failure_t *f, tp_status_t status);
+/* Reads a FAIL payload in place (rank -1: no rank; *reason points into payload); -1 when it is malformed. */
+int tp_wire_parse_fail(char *payload, int world_size, int *rank, tp_status_t *status, char **reason);
 
 /* An incremental reader of messages from a non-blocking socket. */
 typedef struct tp_msg_reader {

@@ -14,7 +14,7 @@ tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c launcher/c
 	launcher/slurm/slurm.c launcher/slurm/slurm_service.c launcher/services.c launcher/pmix/pmix_service.c launcher/pmix/tprun_pmix.c \
 	launcher/pmix/tprun_pmix_ops.c launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
-	runtime/runtime_dl.c $(TP_CONFIG_TABLES)
+	runtime/runtime_proc.c runtime/runtime_dl.c $(TP_CONFIG_TABLES)
 tests_fuzz_libfuzz_tprun_a_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
 FUZZ_LAUNCHER_LDADD = tests/fuzz/libfuzz_tprun.a -lm -ldl
 
