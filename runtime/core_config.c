@@ -37,6 +37,16 @@ static tp_status_t check_transports(const char *text, char *err, size_t err_len)
     return TP_OK;
 }
 
+/* TP_SYSFS_ROOT: an absolute directory, since ranks start in other directories than the user's shell. */
+static tp_status_t check_sysfs_root(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (text[0] == '/') return TP_OK;
+    snprintf(err, err_len, "TP_SYSFS_ROOT: expected an absolute directory path such as /sys, got \"%s\"",
+             tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
+
 static tp_status_t check_log_level(const char *text, char *err, size_t err_len)
 {
     char q[TP_QUOTE_LEN];
@@ -99,6 +109,9 @@ const tp_config_entry_t tp_core_config[] = {
      NULL},
     {"TP_REPORT_BINDINGS", "report_bindings", TP_CONFIG_BOOL, TP_CONFIG_USER, "0",
      "each rank prints the interface chosen for each peer and why the others were not (tprun --report-bindings)", NULL},
+    {"TP_SYSFS_ROOT", "sysfs_root", TP_CONFIG_STRING, TP_CONFIG_USER, "/sys",
+     "where sysfs is read (GPUs, HCAs, NUMA nodes): another directory replays a captured or generated machine",
+     check_sysfs_root},
     {"TP_LOG_LEVEL", "log_level", TP_CONFIG_STRING, TP_CONFIG_USER, "warn", "error, warn, info, debug or trace",
      check_log_level},
     {"TP_ENV_CHECKED", "env_checked", TP_CONFIG_BOOL, TP_CONFIG_TPRUN, "0",
