@@ -23,7 +23,6 @@ tprun_SOURCES = \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h
-tprun_SOURCES += runtime/topo_sysfs.c runtime/topo_sysfs.h
 tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm -I$(top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS)
 # libpmix is dlopen'd by tprun --pmix only (launcher/pmix/tprun_pmix.c), never linked.
 tprun_LDADD = -lm -ldl

@@ -352,6 +352,37 @@ void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t
     }
 }
 
+void tp_iface_describe(const tp_world_t *w, int p, char *out, size_t len)
+{
+    const tp_iface_state_t *st = w->iface_state;
+    snprintf(out, len, "-");
+    if (st == NULL || !st->any) return;
+    if (p == w->rank) { /* this rank's interfaces toward every peer */
+        size_t o = 0;
+        for (int q = 0; q < w->size; q++) {
+            const char *name = st->links[q].local_ip[0] ? iface_of_ip(st, st->links[q].local_ip) : NULL;
+            char key[40], have[260];
+            snprintf(key, sizeof(key), ",%s,", name ? name : "");
+            snprintf(have, sizeof(have), ",%.*s,", (int)o, out);
+            if (name == NULL || (o > 0 && strstr(have, key) != NULL)) continue;
+            o += (size_t)snprintf(out + o, len > o ? len - o : 0, "%s%s %s", o ? "," : "", name, st->links[q].local_ip);
+        }
+        if (o == 0) snprintf(out, len, "-");
+        return;
+    }
+    const tp_iface_link_t *l = &st->links[p];
+    if (l->same_host || l->local_ip[0] == '\0') {
+        snprintf(out, len, "same host");
+        return;
+    }
+    tp_iface_t theirs[TP_IFACES_MAX];
+    int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX);
+    const char *name = "?";
+    for (int j = 0; j < nt; j++)
+        if (strcmp(theirs[j].ip, l->peer_ip) == 0) name = theirs[j].name;
+    snprintf(out, len, "%s %s", name, l->peer_ip);
+}
+
 void tp_iface_free(tp_world_t *w)
 {
     tp_iface_state_t *st = w->iface_state;
