@@ -273,7 +273,12 @@ static void print_table(const tp_world_t *w)
                     w->peers[fb].host);
         else if (strcmp(p->gpu, "-") == 0) out_add(&o, "on a /24 its peers on other hosts also list (no GPU known)");
         else out_add(&o, "on a /24 its peers on other hosts also list, nearest the GPU %s first", p->gpu);
-        if (p->hca_skip[0] != '\0') out_add(&o, "; not used: %s", p->hca_skip);
+        for (const char *k = p->hca_skip; *k != '\0';) { /* "hca:port why; ..." */
+            const char *e = strstr(k, "; ");
+            int l = e != NULL ? (int)(e - k) : (int)strlen(k);
+            out_add(&o, "; not used: %.*s", l, k);
+            k += l + (e != NULL ? 2 : 0);
+        }
         for (int i = 0; i < nmine; i++)
             if (n > 0 && !has_port(g, n, &theirs[i])) {
                 char ip[16];
