@@ -144,6 +144,26 @@ static const char *hca_brief(const char *hcas, char *out, size_t len)
     return out;
 }
 
+static int has_gid(const tp_hca_gid_t *g, int n, const tp_hca_gid_t *x)
+{
+    for (int i = 0; i < n; i++)
+        if (g[i].port == x->port && g[i].gid == x->gid && strcmp(g[i].hca, x->hca) == 0) return 1;
+    return 0;
+}
+
+/* Whether a rank on another host than r lists a GID on ip's /24. */
+static int remote_lists(const tp_world_t *w, int r, uint32_t ip)
+{
+    tp_hca_gid_t g[TP_HCA_GIDS_MAX];
+    for (int p = 0; p < w->size; p++) {
+        if (strcmp(w->peers[p].host, w->peers[r].host) == 0) continue;
+        int n = tp_hca_parse(w->peers[p].hcas, g, TP_HCA_GIDS_MAX);
+        for (int i = 0; i < n; i++)
+            if ((g[i].ip & 0xffffff00u) == (ip & 0xffffff00u)) return 1;
+    }
+    return 0;
+}
+
 /* "rocep1s0f1:1 10.1.2.1 gid 3,..." or "-". */
 static void ports_text(const tp_hca_gid_t *g, int n, char *out, size_t len)
 {
@@ -280,7 +300,7 @@ static void print_table(const tp_world_t *w)
             k += l + (e != NULL ? 2 : 0);
         }
         for (int i = 0; i < nmine; i++)
-            if (n > 0 && !has_port(g, n, &theirs[i])) {
+            if (n > 0 && !has_gid(g, n, &theirs[i]) && !remote_lists(w, r, theirs[i].ip)) {
                 char ip[16];
                 ip_text(theirs[i].ip & 0xffffff00u, ip);
                 out_add(&o, "; not used: %s:%d gid %d: no peer on another host lists %s/24", theirs[i].hca,

@@ -3,39 +3,6 @@
 # each rank reading its host's fake sysfs. Every case checks what each rank exports for NCCL and rank 0's report.
 . "$(dirname "$0")/runtime_lib.sh"
 . "$(dirname "$0")/topo_lib.sh"
-FAKE_SSH="$(cd "$(dirname "$0")" && pwd)/fake_ssh.sh"
-TOPO_RANK="$(cd "$(dirname "$0")" && pwd)/topo_rank.sh"
-ROOTS=$TEST_DIR/roots
-CPUS=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status) # what an unbound rank reports
-
-# job NAME HOSTS [tprun options...]: ranks on HOSTS print their NCCL_IB_* after tp_init; the output in $out.
-job() {
-    local name=$1 hosts=$2
-    shift 2
-    step "$name (-H $hosts)"
-    out=$(timeout 30 "$TPRUN" --ssh "$FAKE_SSH" --report-bindings "$@" -H "$hosts" \
-        "$TOPO_RANK" "$ROOTS" "$RANK_PROG" nccl-env 2>&1)
-    st=$?
-    [ $st = 0 ] || fail "$name: status $st: $out"
-}
-# has NAME LINE...: each LINE is exactly a line of $out (fixed strings).
-has() {
-    local name=$1 l ok=1
-    shift
-    for l in "$@"; do echo "$out" | grep -qxF -- "$l" || { fail "$name: no line \"$l\" in:"$'\n'"$out"; ok=0; }; done
-    [ $ok = 1 ] && pass "$name"
-}
-# hasnt NAME PATTERN: no line of $out matches.
-hasnt() { echo "$out" | grep -q -- "$2" && fail "$1: a line /$2/ in: $out" || pass "$1"; }
-# table NAME LINE...: each LINE is a line of rank 0's report with its prefix and runs of blanks squeezed.
-table() {
-    local name=$1 l ok=1 t
-    shift
-    t=$(echo "$out" | sed -n 's/^tp rank 0 ([^)]*) bindings: //p' | tr -s ' ')
-    for l in "$@"; do echo "$t" | grep -qxF -- "$l" || { fail "$name: no report line \"$l\" in:"$'\n'"$t"; ok=0; }; done
-    [ $ok = 1 ] && pass "$name"
-}
-
 seed_pair
 
 # Seed 001: a takes the two ports cabled to b (not the first two active ones), b the same rails; a's GPU sits behind

@@ -2,6 +2,42 @@
 # Machines are directories under $ROOTS, one per host name; tests/topo_rank.sh points each rank's TP_SYSFS_ROOT at
 # its host's and gives it the GPU listed for its local rank.
 
+# ---- running ranks on them (after runtime_lib.sh): hosts are agents on this machine, started by fake_ssh.sh ----
+FAKE_SSH="$(cd "$(dirname "$0")" && pwd)/fake_ssh.sh"
+TOPO_RANK="$(cd "$(dirname "$0")" && pwd)/topo_rank.sh"
+ROOTS=$TEST_DIR/roots
+CPUS=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status) # what an unbound rank reports
+
+# job NAME HOSTS [tprun options...]: ranks on HOSTS print their NCCL_IB_* after tp_init; the output in $out.
+job() {
+    local name=$1 hosts=$2
+    shift 2
+    step "$name (-H $hosts)"
+    out=$(timeout 30 "$TPRUN" --ssh "$FAKE_SSH" --report-bindings "$@" -H "$hosts" \
+        "$TOPO_RANK" "$ROOTS" "$RANK_PROG" nccl-env 2>&1)
+    st=$?
+    [ $st = 0 ] || fail "$name: status $st: $out"
+}
+# has NAME LINE...: each LINE is exactly a line of $out (fixed strings).
+has() {
+    local name=$1 l ok=1
+    shift
+    for l in "$@"; do echo "$out" | grep -qxF -- "$l" || { fail "$name: no line \"$l\" in:"$'\n'"$out"; ok=0; }; done
+    [ $ok = 1 ] && pass "$name"
+}
+# hasnt NAME PATTERN: no line of $out matches.
+hasnt() { echo "$out" | grep -q -- "$2" && fail "$1: a line /$2/ in: $out" || pass "$1"; }
+# table NAME LINE...: each LINE is a line of rank 0's report with its prefix and runs of blanks squeezed.
+table() {
+    local name=$1 l ok=1 t
+    shift
+    t=$(echo "$out" | sed -n 's/^tp rank 0 ([^)]*) bindings: //p' | tr -s ' ')
+    for l in "$@"; do echo "$t" | grep -qxF -- "$l" || { fail "$name: no report line \"$l\" in:"$'\n'"$t"; ok=0; }; done
+    [ $ok = 1 ] && pass "$name"
+}
+
+# ---- the machines ----
+
 # mapped IP: the IPv4-mapped GID text of an address.
 mapped() {
     local IFS=. a b c d
@@ -41,6 +77,7 @@ gid() {
     local d=$ROOTS/$1/class/infiniband/$2/ports/$3 g=$5
     case $g in *.*.*.*) g=$(mapped "$g") ;; esac
     echo "$g" >"$d/gids/$4"
+    rm -rf "$d/gid_attrs/types/$4" "$d/gid_attrs/ndevs/$4" # an entry rewritten: the address moved
     if [ "$6" = - ]; then mkdir -p "$d/gid_attrs/types/$4"; else echo "$6" >"$d/gid_attrs/types/$4"; fi
     if [ "$7" = - ]; then mkdir -p "$d/gid_attrs/ndevs/$4"; else echo "$7" >"$d/gid_attrs/ndevs/$4"; fi
 }
@@ -88,4 +125,16 @@ seed_pair() {
     port c rocep1s0f1 1 "1: DOWN" Ethernet
     port c roceP2p1s0f0 1 "1: DOWN" Ethernet
     port c roceP2p1s0f1 1 "1: DOWN" Ethernet
+}
+
+# server HOST N: 8 GPUs and 8 HCAs (mlx5_0..7), four on each of two root complexes, GPU i and mlx5_i behind one
+# switch; rail i is 10.10.i.0/24, where this host is .N.
+server() {
+    local i rc
+    for i in 0 1 2 3 4 5 6 7; do
+        if [ $i -lt 4 ]; then rc=0000:00; else rc=0000:80; fi
+        gpu "$1" "0000:${i}1:00.0" "pci$rc/${rc}:0$i.0/0000:${i}0:00.0/0000:${i}1:00.0"
+        hca "$1" "mlx5_$i" "pci$rc/${rc}:0$i.0/0000:${i}0:00.0/0000:${i}2:00.0"
+        roce "$1" "mlx5_$i" 1 "eth$i" "10.10.$i.$2"
+    done
 }
