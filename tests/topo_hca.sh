@@ -71,7 +71,7 @@ echo "$out" | grep -q "^tp rank 1 (b:[0-9]*) bindings: NCCL_IB_HCA=mlx5_7 set by
 # Bad settings are refused by name before any rank starts.
 for bad in 'TP_HCA=mlx5_0:0' 'TP_GID_INDEX=x'; do
     step "$bad"
-    out=$(env "$bad" timeout 30 "$TPRUN" --ssh "$FAKE_SSH" -n 2 -H a,b "$TOPO_RANK" "$ROOTS" "$RANK_PROG" nccl-env 2>&1)
+    out=$(env "$bad" timeout 30 "$TPRUN" --ssh "$TOPO_SSH" -n 2 -H a,b "$TOPO_RANK" "$ROOTS" "$RANK_PROG" nccl-env 2>&1)
     st=$?
     [ $st != 0 ] && echo "$out" | grep -q "^tprun: ${bad%%=*}: " && ! echo "$out" | grep -q "^ready" &&
         pass "$bad refused: $(echo "$out" | head -1)" || fail "$bad: status $st: $out"

@@ -3,9 +3,11 @@
 # its host's and gives it the GPU listed for its local rank.
 
 # ---- running ranks on them (after runtime_lib.sh): hosts are agents on this machine, started by fake_ssh.sh ----
-FAKE_SSH="$(cd "$(dirname "$0")" && pwd)/fake_ssh.sh"
+# A test over namespace hosts sets TOPO_SSH (its ssh) and TOPO_IN (the command that runs tprun on host a).
+TOPO_SSH=${TOPO_SSH:-$(cd "$(dirname "$0")" && pwd)/fake_ssh.sh}
+TOPO_IN=${TOPO_IN:-}
 TOPO_RANK="$(cd "$(dirname "$0")" && pwd)/topo_rank.sh"
-ROOTS=$TEST_DIR/roots
+ROOTS=${ROOTS:-$TEST_DIR/roots}
 CPUS=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status) # what an unbound rank reports
 
 # job NAME HOSTS [tprun options...]: ranks on HOSTS print their NCCL_IB_* after tp_init; the output in $out.
@@ -13,7 +15,7 @@ job() {
     local name=$1 hosts=$2
     shift 2
     step "$name (-H $hosts)"
-    out=$(timeout 30 "$TPRUN" --ssh "$FAKE_SSH" --report-bindings "$@" -H "$hosts" \
+    out=$($TOPO_IN timeout 30 "$TPRUN" --ssh "$TOPO_SSH" --report-bindings "$@" -H "$hosts" \
         "$TOPO_RANK" "$ROOTS" "$RANK_PROG" nccl-env 2>&1)
     st=$?
     [ $st = 0 ] || fail "$name: status $st: $out"
