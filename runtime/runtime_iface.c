@@ -247,20 +247,15 @@ static const char *iface_of_ip(const tp_iface_state_t *st, const char *ip)
     return NULL;
 }
 
-/* A report line in the log's format, written whole, whatever TP_LOG_LEVEL is. */
+/* The per-peer detail behind --report-bindings' table: debug level (TP_LOG_LEVEL=debug). */
 static void report(const tp_world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report(const tp_world_t *w, const char *fmt, ...)
 {
-    char line[1024];
-    int n = snprintf(line, sizeof(line), "tp rank %d (%s:%d) iface: ", w->rank, w->peers[w->rank].host, (int)getpid());
+    (void)w;
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    tp_log_v(TP_LOG_DEBUG, "iface", fmt, ap);
     va_end(ap);
-    n += m > 0 ? m : 0;
-    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    tp_log_write_all(STDERR_FILENO, line, (size_t)n);
 }
 
 /* A peer reached without a network interface (shm, or TCP when the whole job is on loopback). */
@@ -275,9 +270,7 @@ static void report_same_host(const tp_world_t *w, int p, const char *(*transport
 void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t *w, int peer, int *ip_endpoints))
 {
     tp_iface_state_t *st = w->iface_state;
-    int rep = 0;
-    char ignore[128];
-    tp_config_parse_bool("TP_REPORT_BINDINGS", tp_config_value("TP_REPORT_BINDINGS"), &rep, ignore, sizeof(ignore));
+    int rep = tp_log_enabled(TP_LOG_DEBUG);
     if (st == NULL || !st->any) { /* one host: no interface was chosen, but every peer still gets its line */
         for (int p = 0; rep && p < w->size; p++)
             if (p != w->rank) report_same_host(w, p, transport_of);
