@@ -120,7 +120,9 @@ const tp_config_entry_t tp_core_config[] = {
      "empty: any on a /24 the two ranks share",
      NULL},
     {"TP_REPORT_BINDINGS", "report_bindings", TP_CONFIG_BOOL, TP_CONFIG_USER, "0",
-     "each rank prints the interface chosen for each peer and why the others were not (tprun --report-bindings)", NULL},
+     "rank 0 prints one table: each rank's host, CPUs, NUMA node, GPU, HCA ports and TCP interface, then why "
+     "(tprun --report-bindings); TP_LOG_LEVEL=debug adds each rank's interface per peer",
+     NULL},
     {"TP_SYSFS_ROOT", "sysfs_root", TP_CONFIG_STRING, TP_CONFIG_USER, "/sys",
      "where sysfs is read (GPUs, HCAs, NUMA nodes): another directory replays a captured or generated machine",
      check_sysfs_root},

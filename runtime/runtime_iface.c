@@ -348,7 +348,7 @@ void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t
 void tp_iface_describe(const tp_world_t *w, int p, char *out, size_t len)
 {
     const tp_iface_state_t *st = w->iface_state;
-    snprintf(out, len, "-");
+    snprintf(out, len, "%s", p != w->rank && strcmp(w->peers[p].host, w->peers[w->rank].host) == 0 ? "same host" : "-");
     if (st == NULL || !st->any) return;
     if (p == w->rank) { /* this rank's interfaces toward every peer */
         size_t o = 0;
