@@ -46,16 +46,18 @@ table "the report says why each other port is not used" \
     "why: rank 1: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_1:1 gid 3: no peer on another host lists 10.4.4.0/24"
 
 # A sparse GID table: empty entries, link-local ones, gaps, an IPv6 one, a v1-only address, an entry whose type the
-# kernel cannot give, and a VLAN device's address at index 8: the one h shares.
+# kernel cannot give (index 7, on a /24 h lists: not usable), and a VLAN device's address at index 8: the one h
+# shares.
 hca g mlx5_0 pci0000:00/0000:00:01.0/0000:01:00.0
 port g mlx5_0 1 "4: ACTIVE" Ethernet
 empty_gids g mlx5_0 1 0 0
 gid g mlx5_0 1 1 fe80:0000:0000:0000:0a00:00ff:fe00:0007 "RoCE v2" eth0
 gid g mlx5_0 1 4 10.5.5.7 "IB/RoCE v1" eth0
 gid g mlx5_0 1 5 10.5.5.7 "RoCE v2" eth0
-empty_gids g mlx5_0 1 6 7
+empty_gids g mlx5_0 1 6 6
+gid g mlx5_0 1 7 10.60.0.7 - eth0.200
 gid g mlx5_0 1 8 10.50.0.7 "RoCE v2" eth0.100
-gid g mlx5_0 1 9 10.60.0.7 - eth0.200
+gid g mlx5_0 1 9 10.60.0.7 "IB/RoCE v1" eth0.200
 gid g mlx5_0 1 10 fd00:0000:0000:0000:0000:0000:0000:0007 "RoCE v2" eth0
 gid g mlx5_0 1 12 10.70.0.7 "IB/RoCE v1" eth0.300
 hca h mlx5_0 pci0000:00/0000:00:01.0/0000:01:00.0
