@@ -463,7 +463,7 @@ void tprun_usage(int fd)
                 "      --ssh CMD         the ssh command for remote hosts, split on blanks (default: TP_SSH, ssh);\n"
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
                 "      --wdir DIR        every rank starts in DIR (default: the current directory)\n"
-                "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
+                "      --report-bindings rank 0 prints a table of every rank's CPUs, GPU, HCA ports and interface, and why\n"
                 "      --launcher HOW    auto (srun starts the agents inside a Slurm allocation, else fork and ssh), local\n"
                 "                        or slurm\n"
                 "                        (default: TP_LAUNCHER, auto)\n"

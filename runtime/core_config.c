@@ -5,6 +5,7 @@
 
 #include "runtime_config.h"
 #include "runtime_log.h"
+#include "topo_hca.h"
 
 static tp_status_t check_part_bytes(const char *text, char *err, size_t err_len)
 {
@@ -35,6 +36,27 @@ static tp_status_t check_transports(const char *text, char *err, size_t err_len)
         p += l + (p[l] == ',');
     }
     return TP_OK;
+}
+
+/* TP_SYSFS_ROOT: an absolute directory, since ranks start in other directories than the user's shell. */
+static tp_status_t check_sysfs_root(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (text[0] == '/') return TP_OK;
+    snprintf(err, err_len, "TP_SYSFS_ROOT: expected an absolute directory path such as /sys, got \"%s\"",
+             tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
+
+static tp_status_t check_hca(const char *text, char *err, size_t err_len)
+{
+    return tp_hca_spec_check(text, err, err_len);
+}
+
+static tp_status_t check_gid_index(const char *text, char *err, size_t err_len)
+{
+    int v;
+    return tp_hca_gid_index_parse(text, &v, err, err_len);
 }
 
 static tp_status_t check_log_level(const char *text, char *err, size_t err_len)
@@ -98,7 +120,19 @@ const tp_config_entry_t tp_core_config[] = {
      "empty: any on a /24 the two ranks share",
      NULL},
     {"TP_REPORT_BINDINGS", "report_bindings", TP_CONFIG_BOOL, TP_CONFIG_USER, "0",
-     "each rank prints the interface chosen for each peer and why the others were not (tprun --report-bindings)", NULL},
+     "rank 0 prints one table: each rank's host, CPUs, NUMA node, GPU, HCA ports and TCP interface, then why "
+     "(tprun --report-bindings); TP_LOG_LEVEL=debug adds each rank's interface per peer",
+     NULL},
+    {"TP_SYSFS_ROOT", "sysfs_root", TP_CONFIG_STRING, TP_CONFIG_USER, "/sys",
+     "where sysfs is read (GPUs, HCAs, NUMA nodes): another directory replays a captured or generated machine",
+     check_sysfs_root},
+    {"TP_HCA", "hca", TP_CONFIG_STRING, TP_CONFIG_USER, "",
+     "RoCE HCA ports to consider, as NCCL_IB_HCA: prefixes (mlx5), =exact names, ^excluded, name:port for one port; "
+     "empty: every active port, those on a /24 a peer also lists first",
+     check_hca},
+    {"TP_GID_INDEX", "gid_index", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
+     "the GID table index of the RoCE ports, or auto: the lowest IPv4 RoCE v2 GID on a /24 the peer also lists",
+     check_gid_index},
     {"TP_LOG_LEVEL", "log_level", TP_CONFIG_STRING, TP_CONFIG_USER, "warn", "error, warn, info, debug or trace",
      check_log_level},
     {"TP_ENV_CHECKED", "env_checked", TP_CONFIG_BOOL, TP_CONFIG_TPRUN, "0",
