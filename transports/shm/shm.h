@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <poll.h>
+
 #include "tp_provider.h"
 
 #define SHM_MAGIC          0x74702d73686d3031ULL /* "tp-shm01": a segment of this layout */
@@ -71,8 +73,10 @@ typedef struct shm_state {
     uint8_t *seg;
     size_t seg_bytes;
     shm_ctl_t *ctl;
-    int waited;        /* event_fds armed the sleeping word: the next progress clears it and checks the peers' pids */
-    shm_peer_t *peers; /* by world rank */
+    int waited;          /* event_fds armed the sleeping word: the next progress clears it and checks the peers' pids */
+    shm_peer_t *peers;   /* by world rank */
+    struct pollfd *pfds; /* the pidfds a return from a wait checks, and their ranks */
+    int *dead;
 } shm_state_t;
 
 extern const tp_transport_ops_t tp_shm_ops;

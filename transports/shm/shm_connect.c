@@ -68,6 +68,8 @@ static void shm_close_segment(void *state)
     if (st->memfd >= 0) close(st->memfd);
     if (st->eventfd >= 0) close(st->eventfd);
     free(st->peers);
+    free(st->pfds);
+    free(st->dead);
     free(st);
 }
 
@@ -79,7 +81,10 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
     st->size = env->size;
     st->memfd = st->eventfd = -1;
     const char *what = "the peer table";
-    if ((st->peers = calloc((size_t)env->size, sizeof(*st->peers))) == NULL) goto err;
+    st->peers = calloc((size_t)env->size, sizeof(*st->peers));
+    st->pfds = calloc((size_t)env->size, sizeof(*st->pfds));
+    st->dead = calloc((size_t)env->size, sizeof(*st->dead));
+    if (st->peers == NULL || st->pfds == NULL || st->dead == NULL) goto err;
     for (int r = 0; r < env->size; r++) st->peers[r].pidfd = st->peers[r].eventfd = -1;
     char name[32];
     snprintf(name, sizeof(name), "tp-shm rank %d", env->rank);

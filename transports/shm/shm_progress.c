@@ -221,22 +221,20 @@ static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *move
     return s;
 }
 
-/* Peers with queued transfers whose process has exited (their pidfd is readable), as a bit per entry of idx. */
-static int dead_peers(shm_state_t *st, int *idx, int *n)
+/* Peers with queued transfers whose process has exited (their pidfd is readable), into st->dead; returns how many. */
+static int dead_peers(shm_state_t *st)
 {
-    struct pollfd fds[64];
     int k = 0, dead = 0;
-    for (int r = 0; r < st->size && k < 64; r++) {
+    for (int r = 0; r < st->size; r++) {
         shm_peer_t *p = &st->peers[r];
         if (p->use && (p->send_head != NULL || p->recv_head != NULL)) {
-            idx[k] = r;
-            fds[k++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+            st->dead[k] = r;
+            st->pfds[k++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
         }
     }
-    if (k > 0 && poll(fds, (nfds_t)k, 0) > 0)
+    if (k > 0 && poll(st->pfds, (nfds_t)k, 0) > 0)
         for (int i = 0; i < k; i++)
-            if (fds[i].revents) idx[dead++] = idx[i];
-    *n = dead;
+            if (st->pfds[i].revents) st->dead[dead++] = st->dead[i];
     return dead;
 }
 
@@ -244,14 +242,14 @@ static int dead_peers(shm_state_t *st, int *idx, int *n)
 tp_status_t shm_progress(void *state, int *moved_out)
 {
     shm_state_t *st = state;
-    int moved = 0, dead[64], ndead = 0;
+    int moved = 0, ndead = 0;
     tp_status_t s = TP_OK;
     if (st->waited) { /* back from a wait: disarm, drain the wake-ups, and look for peers that died meanwhile */
         uint64_t v;
         st->waited = 0;
         atomic_store_explicit(&st->ctl->sleeping, 0, memory_order_relaxed);
         if (read(st->eventfd, &v, sizeof(v)) < 0 && errno != EAGAIN) s = TP_ERR_SYSTEM;
-        dead_peers(st, dead, &ndead); /* before the pumps: what a dead peer wrote before it died is read first */
+        ndead = dead_peers(st); /* before the pumps: what a dead peer wrote before it died is read first */
     }
     for (int r = 0; s == TP_OK && r < st->size; r++) {
         shm_peer_t *p = &st->peers[r];
@@ -264,11 +262,11 @@ tp_status_t shm_progress(void *state, int *moved_out)
         s = p->broken != TP_OK ? p->broken : pump_recv(st, p, r, &moved);
     }
     for (int i = 0; s == TP_OK && i < ndead; i++) {
-        shm_peer_t *p = &st->peers[dead[i]];
+        shm_peer_t *p = &st->peers[st->dead[i]];
         if (p->send_head == NULL && p->recv_head == NULL) continue;
         char why[96];
         snprintf(why, sizeof(why), "its process (pid %d) exited in the middle of a call", p->pid);
-        s = shm_fail(p, dead[i], TP_ERR_PEER_FAILED, why);
+        s = shm_fail(p, st->dead[i], TP_ERR_PEER_FAILED, why);
     }
     *moved_out = moved;
     return s;

@@ -1,0 +1,36 @@
+#!/bin/bash
+# A peer that writes garbage into the shm segments (an impossible written or consumed position, a forged header,
+# random bytes over a whole segment): the victim's call fails with TP_ERR_PROTOCOL and no rank dies of a signal.
+# Every rank SIGKILLed mid-call: nothing is left in /dev/shm and no rank is left running.
+set -u
+TPRUN=${TPRUN:-./tprun}
+PROG=./tests/shm_fault
+export TP_TRANSPORTS=shm
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+for mode in head ring tail fuzz; do
+    out=$(TP_ERRORS=return timeout 30 "$TPRUN" -n 3 $PROG $mode 2>&1)
+    if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: " && ! echo "$out" | grep -q "signal"; then
+        echo "ok: $mode: refused as a protocol violation, no rank died of a signal"
+    else fail "$mode: not refused"; echo "$out" | tail -8; fi
+done
+before=$(ls -A /dev/shm | sort)
+coproc JOB { exec "$TPRUN" -n 4 $PROG leak 2>&1; }
+pids=""
+while read -r -u "${JOB[0]}" line; do
+    echo "$line" | grep -q "^rank [0-9]*: segment missing\|uses of /dev/shm" && echo "$line" | grep -v " 0 uses of /dev/shm$" &&
+        fail "leak: $line"
+    case $line in pids:*) pids=${line#pids:}; break ;; esac
+done
+[ -n "$pids" ] || fail "leak: the ranks never printed their pids"
+for p in $pids; do kill -KILL "$p"; done
+tprun_pid=$JOB_PID
+wait "$tprun_pid"
+st=$?
+left=$(for p in $pids; do [ -d /proc/$p ] && echo "$p"; done)
+after=$(ls -A /dev/shm | sort)
+new=$(comm -13 <(echo "$before") <(echo "$after"))
+if [ -z "$new" ] && [ -z "$left" ] && [ "$st" -ne 0 ]; then
+    echo "ok: leak: every rank SIGKILLed mid-call (tprun status $st): nothing new in /dev/shm, no rank left"
+else fail "leak: new in /dev/shm: \"$new\", ranks left: \"$left\", tprun status $st"; fi
+[ "$fails" -eq 0 ]
