@@ -179,6 +179,13 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
 err:
     saved = errno;
     if (memfd >= 0) close(memfd);
+    if (saved == ESRCH) { /* it died after it published: a peer failure, which the job names */
+        char why[96];
+        snprintf(why, sizeof(why), "its process (pid %d) exited before shared memory was connected", id.pid);
+        tp_log(TP_LOG_DEBUG, "shm", "rank %d: %s", r, why);
+        tp_fate_report(r, why);
+        return TP_ERR_PEER_FAILED;
+    }
     tp_log(TP_LOG_ERROR, "shm",
            "cannot reach rank %d (pid %d) through shared memory: %s failed: %s; run every rank as one user, or "
            "set TP_TRANSPORTS=^shm",
