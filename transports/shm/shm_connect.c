@@ -96,7 +96,7 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
     what = "sealing the segment"; /* no peer can shrink it under this rank's mapping (SIGBUS) */
     if (fcntl(st->memfd, F_ADD_SEALS, SHM_SEALS) != 0) goto err;
     what = "mmap of the segment";
-    void *m = mmap(NULL, st->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, st->memfd, 0);
+    void *m = mmap(NULL, st->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, st->memfd, 0);
     if (m == MAP_FAILED) goto err;
     st->seg = m;
     what = "eventfd";
@@ -159,7 +159,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     errno = EINVAL;
     if (fstat(memfd, &s) != 0 || seals < 0 || (seals & SHM_SEALS) != SHM_SEALS || (size_t)s.st_size != want) goto err;
     what = "mmap of its segment";
-    void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
     if (m == MAP_FAILED) goto err;
     p->seg = m;
     p->seg_bytes = want;

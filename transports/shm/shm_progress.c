@@ -132,7 +132,7 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
             x->frame_off += c;
             publish_head(p, head);
         }
-        *moved = 1;
+        if (head != p->out_head) *moved = 1; /* a frame waiting for its bytes or for room moved nothing */
         if (x->frame_off < H + fl) break;
         x->frame_off = 0;
         if (x->done == x->len) {
