@@ -28,7 +28,9 @@ while read -r -u "${JOB[0]}" line; do
     case $line in pids:*) pids=${line#pids:}; break ;; esac
 done
 [ -n "$pids" ] || fail "leak: the ranks never printed their pids"
-for p in $pids; do kill -KILL "$p"; done
+# stopped first, so no rank hears of another's death and leaves by itself before its own SIGKILL
+kill -STOP $pids
+kill -KILL $pids
 tprun_pid=$JOB_PID
 wait "$tprun_pid"
 st=$?

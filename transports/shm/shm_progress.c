@@ -59,8 +59,11 @@ static tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char
     if (why == TP_ERR_PEER_FAILED) { /* what the job names as its failure is fate's verdict, not this */
         tp_log(TP_LOG_DEBUG, "shm", "rank %d: %s", rank, reason);
         tp_fate_report(rank, reason);
-    } else {
+    } else { /* garbage in shared memory: the job names the peer that wrote it */
         tp_log(TP_LOG_ERROR, "shm", "rank %d: %s: refused", rank, reason);
+        char blame[256];
+        snprintf(blame, sizeof(blame), "it broke the shared-memory protocol: %s", reason);
+        tp_fate_blame(rank, why, blame);
     }
     return why;
 }
