@@ -51,6 +51,14 @@ static int dev_shm_uses(void)
     return n;
 }
 
+static int verdict_pipe[2];
+
+/* The job's verdict reached this rank: rank 1 may leave. */
+static void on_verdict(const tp_failure_t *f, void *arg)
+{
+    if (write(verdict_pipe[1], "v", 1) != 1) perror("shm_fault: verdict pipe");
+}
+
 static int garbage(const char *mode, int me, tp_comm_t *w)
 {
     static float go[1];
@@ -83,7 +91,9 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
         fflush(stdout);
         static float one[1];
         if (strcmp(mode, "tail") == 0) tp_send(w, one, 1, TP_F32, 0, NULL); /* rank 0 sends only after this */
-        return 0;
+        /* waits for the verdict (a call or a finalize now would end rank 0's call before it reads the garbage) */
+        char v;
+        return read(verdict_pipe[0], &v, 1) != 1;
     }
     static float x[65536];
     if (me != 0) { /* in the barrier, so rank 0 is not told of a finalize before it reads rank 1's garbage */
@@ -103,7 +113,8 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return 2;
+    if (argc < 2 || pipe(verdict_pipe) != 0) return 2;
+    tp_fate_register(on_verdict, NULL);
     tp_comm_t *w;
     if (tp_init(NULL, &w) != TP_OK) return 1;
     int me = tp_comm_rank(w), n = tp_comm_size(w), bad = 0;
