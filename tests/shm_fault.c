@@ -30,7 +30,11 @@ static uint8_t *segment_of(int r)
     return at;
 }
 
-static shm_chan_t *chan(uint8_t *seg, int sender) { return (shm_chan_t *)(seg + SHM_CHAN_OFF(sender, SHM_RING_BYTES)); }
+/* Sender's channel in a segment of a world of n. */
+static shm_chan_t *chan(uint8_t *seg, int sender, int n)
+{
+    return (shm_chan_t *)(seg + SHM_CHAN_OFF(sender, shm_ring_bytes(n)));
+}
 
 /* What this rank maps or holds open under /dev/shm (a leftover after SIGKILL would be one of them): a count. */
 static int dev_shm_uses(void)
@@ -72,20 +76,21 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
             printf("rank 1: %s: no shm segment of rank 0 or 1 mapped here\n", mode);
             return 1;
         }
-        shm_chan_t *c = chan(seg0, 1);
+        shm_chan_t *c = chan(seg0, 1, tp_comm_size(w));
         uint64_t h = atomic_load(&c->head);
         if (strcmp(mode, "head") == 0) {
             atomic_store(&c->head, h + ((uint64_t)1 << 40));
         } else if (strcmp(mode, "ring") == 0) { /* a whole header of garbage where rank 0 reads next */
-            uint8_t *ring = seg0 + SHM_RING_OFF(1, SHM_RING_BYTES);
+            uint8_t *ring = seg0 + SHM_RING_OFF(1, shm_ring_bytes(tp_comm_size(w)));
             for (uint64_t i = 0; i < TP_FRAME_HEADER_BYTES; i++)
-                ring[(h + i) & (SHM_RING_BYTES - 1)] = (uint8_t)(i * 37 + 11);
+                ring[(h + i) & (shm_ring_bytes(tp_comm_size(w)) - 1)] = (uint8_t)(i * 37 + 11);
             atomic_store(&c->head, h + TP_FRAME_HEADER_BYTES);
         } else if (strcmp(mode, "tail") == 0) { /* rank 1 owns this word: rank 0 reads it as it sends */
-            atomic_store(&chan(seg1, 0)->tail, ((uint64_t)1 << 40) + 12345);
+            atomic_store(&chan(seg1, 0, tp_comm_size(w))->tail, ((uint64_t)1 << 40) + 12345);
         } else { /* fuzz */
             srand(42);
-            for (size_t i = 0; i < SHM_SEG_BYTES(tp_comm_size(w), SHM_RING_BYTES); i++) seg0[i] = (uint8_t)rand();
+            for (size_t i = 0; i < SHM_SEG_BYTES(tp_comm_size(w), shm_ring_bytes(tp_comm_size(w))); i++)
+                seg0[i] = (uint8_t)rand();
         }
         printf("rank 1: %s: garbage written\n", mode);
         fflush(stdout);

@@ -11,7 +11,6 @@
 #include "tp_provider.h"
 
 #define SHM_MAGIC          0x74702d73686d3031ULL /* "tp-shm01": a segment of this layout */
-#define SHM_RING_BYTES     (1u << 20)            /* per sender: 1 MiB in flight keeps a copy pipelined */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
@@ -32,8 +31,18 @@ typedef struct shm_ctl {
 
 typedef struct shm_chan {
     _Alignas(SHM_LINE) _Atomic uint64_t head; /* bytes ever written by the sender */
+    _Atomic uint32_t attached;                /* the sender has mapped this segment: the owner's connect may end */
     _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner */
 } shm_chan_t;
+
+/* Ring bytes per sender in a world of n: 1 MiB in flight keeps a copy pipelined; past 32 ranks less, so a
+ * segment (populated when mapped) stays within 32 MiB, never under 64 KiB a ring. */
+static inline size_t shm_ring_bytes(int n)
+{
+    size_t r = (size_t)1 << 20;
+    while (r > 65536 && r * (size_t)n > ((size_t)32 << 20)) r >>= 1;
+    return r;
+}
 
 /* Offset of sender s's channel and of its ring in a segment. */
 #define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + (ring)))
@@ -43,6 +52,7 @@ typedef struct shm_chan {
 /* One peer: its segment (where this rank writes), and this rank's view of both directions. */
 typedef struct shm_peer {
     int use;
+    size_t ring; /* bytes of each ring: a power of two */
     int pid;
     int pidfd;   /* readable once the peer has exited */
     int eventfd; /* the peer's: written to wake it */

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,7 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
     for (int r = 0; r < env->size; r++) st->peers[r].pidfd = st->peers[r].eventfd = -1;
     char name[32];
     snprintf(name, sizeof(name), "tp-shm rank %d", env->rank);
-    st->seg_bytes = SHM_SEG_BYTES(env->size, SHM_RING_BYTES);
+    st->seg_bytes = SHM_SEG_BYTES(env->size, shm_ring_bytes(env->size));
     what = "memfd_create";
     if ((st->memfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) goto err;
     what = "ftruncate of the segment";
@@ -105,7 +106,7 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
     *st->ctl = (shm_ctl_t){.magic = SHM_MAGIC,
                            .size = (uint32_t)env->size,
                            .rank = (uint32_t)env->rank,
-                           .ring_bytes = SHM_RING_BYTES,
+                           .ring_bytes = shm_ring_bytes(env->size),
                            .seg_bytes = st->seg_bytes};
     shm_ident_t id;
     ident_self(st, &id);
@@ -144,7 +145,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     shm_ident_t id;
     const char *what = "its published address";
     int memfd = -1, saved = 0;
-    size_t want = SHM_SEG_BYTES(st->size, SHM_RING_BYTES);
+    size_t ring = shm_ring_bytes(st->size), want = SHM_SEG_BYTES(st->size, ring);
     if (ident_parse(address, &id) != 0) goto err;
     p->pid = id.pid;
     what = "pidfd_open";
@@ -167,14 +168,19 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     what = "its segment header";
     errno = EINVAL;
     if (p->ctl->magic != SHM_MAGIC || p->ctl->rank != (uint32_t)r || p->ctl->size != (uint32_t)st->size ||
-        p->ctl->ring_bytes != SHM_RING_BYTES)
+        p->ctl->ring_bytes != ring)
         goto err;
     close(memfd);
-    p->out = (shm_chan_t *)(p->seg + SHM_CHAN_OFF(st->env.rank, SHM_RING_BYTES));
-    p->out_ring = p->seg + SHM_RING_OFF(st->env.rank, SHM_RING_BYTES);
-    p->in = (shm_chan_t *)(st->seg + SHM_CHAN_OFF(r, SHM_RING_BYTES));
-    p->in_ring = st->seg + SHM_RING_OFF(r, SHM_RING_BYTES);
+    p->out = (shm_chan_t *)(p->seg + SHM_CHAN_OFF(st->env.rank, ring));
+    p->out_ring = p->seg + SHM_RING_OFF(st->env.rank, ring);
+    p->in = (shm_chan_t *)(st->seg + SHM_CHAN_OFF(r, ring));
+    p->in_ring = st->seg + SHM_RING_OFF(r, ring);
+    p->ring = ring;
     p->use = 1;
+    uint64_t one = 1;
+    atomic_store(&p->out->attached, 1);
+    if (write(p->eventfd, &one, sizeof(one)) < 0) { /* full: the peer is awake anyway */
+    }
     return TP_OK;
 err:
     saved = errno;
@@ -193,6 +199,48 @@ err:
     return TP_ERR_SYSTEM;
 }
 
+/* Waits until every peer has mapped this rank's segment, as TCP's mesh is complete on return: a rank that leaves
+ * right after tp_init never fails a peer still connecting. A peer that dies first is a peer failure. */
+static tp_status_t wait_attached(shm_state_t *st)
+{
+    int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
+    for (;;) {
+        int k = 0;
+        for (int r = 0; r < st->size; r++) {
+            shm_peer_t *p = &st->peers[r];
+            if (p->use && !atomic_load(&p->in->attached)) {
+                st->dead[k] = r;
+                st->pfds[k++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+            }
+        }
+        if (k == 0) break;
+        int64_t left = deadline - tp_now_ns();
+        if (left <= 0) {
+            tp_log(TP_LOG_ERROR, "shm", "rank %d did not map this rank's segment within %.0f s (TP_BOOT_TIMEOUT)",
+                   st->dead[0], st->env.connect_timeout_s);
+            return TP_ERR_BOOTSTRAP;
+        }
+        struct pollfd all[2] = {{.fd = st->eventfd, .events = POLLIN}};
+        uint64_t v;
+        if (poll(all, 1, 0) == 0) { /* nothing new: block on the eventfd and the waited peers' pidfds */
+            st->pfds[k] = all[0];
+            poll(st->pfds, (nfds_t)k + 1, (int)(left / 1000000) + 1);
+        }
+        if (read(st->eventfd, &v, sizeof(v)) < 0 && errno != EAGAIN) return TP_ERR_SYSTEM;
+        for (int i = 0; i < k; i++) {
+            shm_peer_t *p = &st->peers[st->dead[i]];
+            if (st->pfds[i].revents && !atomic_load(&p->in->attached)) {
+                char why[96];
+                snprintf(why, sizeof(why), "its process (pid %d) exited before shared memory was connected", p->pid);
+                tp_fate_report(st->dead[i], why);
+                return TP_ERR_PEER_FAILED;
+            }
+            st->pfds[i].revents = 0;
+        }
+    }
+    return TP_OK;
+}
+
 static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
 {
     shm_state_t *st = state;
@@ -201,7 +249,7 @@ static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
         tp_status_t s = connect_peer(st, r, peers[r].view->address);
         if (s != TP_OK) return s;
     }
-    return TP_OK;
+    return wait_attached(st);
 }
 
 const tp_transport_ops_t tp_shm_ops = {

@@ -7,8 +7,7 @@
 
 #include "shm.h"
 
-#define H    TP_FRAME_HEADER_BYTES
-#define MASK ((uint64_t)SHM_RING_BYTES - 1)
+#define H TP_FRAME_HEADER_BYTES
 
 /* Payload bytes of the frame that starts at payload offset base. */
 static size_t part_len(const tp_xfer_t *x, size_t base)
@@ -26,16 +25,16 @@ static void part_header(tp_xfer_t *x, size_t base, uint8_t *out)
     tp_frame_set_part(out, x->first_part + (uint32_t)(base / x->part_bytes), (uint32_t)part_len(x, base));
 }
 
-static void ring_put(uint8_t *ring, uint64_t pos, const void *src, size_t n)
+static void ring_put(uint8_t *ring, size_t size, uint64_t pos, const void *src, size_t n)
 {
-    size_t off = (size_t)(pos & MASK), first = SHM_RING_BYTES - off < n ? SHM_RING_BYTES - off : n;
+    size_t off = (size_t)(pos & (size - 1)), first = size - off < n ? size - off : n;
     memcpy(ring + off, src, first);
     memcpy(ring, (const uint8_t *)src + first, n - first);
 }
 
-static void ring_get(void *dst, const uint8_t *ring, uint64_t pos, size_t n)
+static void ring_get(void *dst, const uint8_t *ring, size_t size, uint64_t pos, size_t n)
 {
-    size_t off = (size_t)(pos & MASK), first = SHM_RING_BYTES - off < n ? SHM_RING_BYTES - off : n;
+    size_t off = (size_t)(pos & (size - 1)), first = size - off < n ? size - off : n;
     memcpy(dst, ring + off, first);
     memcpy((uint8_t *)dst + first, ring, n - first);
 }
@@ -114,11 +113,11 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
     while (p->send_head != NULL) {
         tp_xfer_t *x = p->send_head;
         size_t base = x->done - part_done(x), fl = part_len(x, base), fr = part_ready(x, base);
-        uint64_t space = SHM_RING_BYTES - (head - t);
+        uint64_t space = p->ring - (head - t);
         if (x->frame_off == 0) {
             if ((fl > 0 && fr == 0) || space < H) break;
             part_header(x, base, x->wire);
-            ring_put(p->out_ring, head, x->wire, H);
+            ring_put(p->out_ring, p->ring, head, x->wire, H);
             head += H;
             space -= H;
             x->frame_off = H;
@@ -128,7 +127,7 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
         if (n > space) n = (size_t)space;
         for (size_t off = 0; off < n;) { /* each chunk is published at once, so the reader copies beside the writer */
             size_t c = n - off < SHM_CHUNK_BYTES ? n - off : SHM_CHUNK_BYTES;
-            ring_put(p->out_ring, head, (const uint8_t *)x->buf + x->done, c);
+            ring_put(p->out_ring, p->ring, head, (const uint8_t *)x->buf + x->done, c);
             head += c;
             off += c;
             x->done += c;
@@ -186,10 +185,10 @@ static tp_status_t recv_match(shm_state_t *st, shm_peer_t *p, int rank, int *mov
 static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *moved)
 {
     uint64_t h = atomic_load_explicit(&p->in->head, memory_order_acquire), tail = p->in_tail;
-    if (h - tail > SHM_RING_BYTES || h - tail < p->in_head_seen - tail) {
+    if (h - tail > p->ring || h - tail < p->in_head_seen - tail) {
         char why[160];
         snprintf(why, sizeof(why), "its written position %llu in shared memory is outside %llu-%llu",
-                 (unsigned long long)h, (unsigned long long)p->in_head_seen, (unsigned long long)tail + SHM_RING_BYTES);
+                 (unsigned long long)h, (unsigned long long)p->in_head_seen, (unsigned long long)tail + p->ring);
         return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
     }
     p->in_head_seen = h;
@@ -200,7 +199,7 @@ static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *move
             tp_xfer_t *x = p->rx_cur;
             size_t take = avail < p->rx_left ? (size_t)avail : p->rx_left;
             if (take == 0) break;
-            ring_get((uint8_t *)x->buf + x->done, p->in_ring, tail, take);
+            ring_get((uint8_t *)x->buf + x->done, p->in_ring, p->ring, tail, take);
             tail += take;
             x->done += take;
             p->rx_left -= take;
@@ -210,7 +209,7 @@ static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *move
         }
         if (!p->hdr_have) {
             if (avail < H) break;
-            ring_get(p->hdr, p->in_ring, tail, H); /* a private copy: what is checked is what is used */
+            ring_get(p->hdr, p->in_ring, p->ring, tail, H); /* a private copy: what is checked is what is used */
             tail += H;
             p->hdr_have = 1;
         }
