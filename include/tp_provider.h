@@ -107,6 +107,8 @@ TP_API int64_t tp_now_ns(void);
  * because another failed is never named).
  */
 TP_API void tp_fate_report(int world_rank, const char *reason);
+/* tp_fate_report with the status calls get: a peer that broke the protocol (TP_ERR_PROTOCOL, TP_ERR_DESYNC). */
+TP_API void tp_fate_blame(int world_rank, tp_status_t status, const char *reason);
 
 
 /* ---- Frames: what every data transport carries (built and checked by the collectives layer) ---- */

@@ -23,7 +23,5 @@ tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn);
 static inline int tp_fate_status(tp_status_t s) { return tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED; }
 /* The job's failure status once it has failed (a verdict is in; a waiting call stops at once), else TP_OK. */
 tp_status_t tp_fate_failed(void);
-/* tp_fate_report with the status calls get (a refused frame: TP_ERR_PROTOCOL or TP_ERR_DESYNC). */
-void tp_fate_blame(int world_rank, tp_status_t status, const char *reason);
 
 #endif

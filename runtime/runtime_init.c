@@ -206,7 +206,11 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     /* Chosen per peer once the table is in; per-pair data crosses the bootstrap sockets before fate owns them. */
     if ((s = tp_transports_select(w)) != TP_OK || (s = tp_transports_exchange(w)) != TP_OK) goto err_boot_fds;
     if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
-    if ((s = tp_transports_connect(w)) != TP_OK) goto err_transports;
+    if ((s = tp_transports_connect(w)) != TP_OK) {
+        /* a peer that died before its connection was made: the job names it (or, fatal, ends here) */
+        if (s == TP_ERR_PEER_FAILED) s = tp_fate_call_failed(s, "tp_init");
+        goto err_transports;
+    }
     tp_iface_finish(w, tp_transports_name); /* before the engine creates NCCL or Gloo: they see the same interfaces */
     tp_topo_finish(w);                      /* and the same HCA ports */
     tp_comm_t *comm = world_comm_create(w);

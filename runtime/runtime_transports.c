@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime_components.h"
 #include "runtime_iface.h"
@@ -29,6 +30,8 @@ static int transport_list(const tp_transport_ops_t **list)
 static const tp_transport_ops_t *registered[TP_TRANSPORTS_MAX];
 static int num_registered;
 
+#define TP_SPIN_BUSY_NS 3000 /* the first part of a spin makes no system call (one costs ~2 us in a VM) */
+
 typedef struct tp_transports {
     int n;
     const tp_transport_ops_t *ops[TP_TRANSPORTS_MAX];
@@ -42,6 +45,7 @@ typedef struct tp_transports {
     int npairs;
     struct pollfd *pfds; /* several transports: every one's event fds, polled together */
     int pfds_len;
+    int yield; /* more ranks on this kernel than CPUs: a spinning rank lets the one it waits for run */
 } tp_transports_t;
 
 int tp_transports_names(const char **names, int max)
@@ -298,6 +302,10 @@ tp_status_t tp_transports_select(tp_world_t *w)
         view_of(w, p, t->addrs[p], &t->views[p]);
     }
     free(a);
+    int here = 1; /* this rank and every peer on its kernel */
+    for (int p = 0; p < w->size; p++) here += p != w->rank && t->views[p].same_kernel;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    t->yield = cpus < 1 || here > cpus;
     return TP_OK;
 }
 
@@ -445,9 +453,10 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
     int moved = 0;
     tp_status_t s = progress_all(t, &moved); /* each transport in turn, then one poll over all */
     if (s != TP_OK || moved || !wait) return s;
-    int64_t spin_end = tp_now_ns() + (int64_t)w->spin_us * 1000;
-    while (tp_now_ns() < spin_end) {
-        sched_yield(); /* a rank that shares its core lets the peer it waits for run */
+    int64_t now = tp_now_ns(), spin_end = now + (int64_t)w->spin_us * 1000, busy_end = now + TP_SPIN_BUSY_NS;
+    while ((now = tp_now_ns()) < spin_end) {
+        /* a rank that shares its core, or waits longer than a peer on another core takes to answer, lets it run */
+        if (t->yield || now > busy_end) sched_yield();
         if ((s = progress_all(t, &moved)) != TP_OK || moved) return s;
     }
     /* Slot 0 is the wake fd: a failure or finalize news wakes the call, which decides whether to go on waiting. */

@@ -6,6 +6,9 @@ tests_bench_bench_rank_SOURCES = tests/bench/bench_rank.c
 tests_bench_bench_rank_LDADD = libtp.la
 # A real executable, not libtool's shell wrapper, whose start-up would be timed with each rank.
 tests_bench_bench_rank_LDFLAGS = -no-install
+# The cache-line floor between CPUs 0 and 1 (which vCPU placement regime a shm benchmark ran in).
+noinst_PROGRAMS += tests/bench/floor_probe
+tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c
 # Staged all_gather and its floors (tests/bench/stage_bench.c: tprun -n 2 ./tests/bench/stage_bench [--cuda]).
 noinst_PROGRAMS += tests/bench/stage_bench
 tests_bench_stage_bench_SOURCES = tests/bench/stage_bench.c

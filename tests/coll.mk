@@ -59,3 +59,11 @@ tests_gpu_nccl_gpu_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/nccl
 tests_gpu_nccl_gpu_LDADD = libtp.la -lm
 tests_gpu_nccl_gpu_LDFLAGS = -no-install
 EXTRA_DIST += tests/gpu/nccl_gpu.sh tests/gpu/torch_nccl.py
+# The shm transport against a peer that writes garbage into its segments, and every rank SIGKILLed.
+check_PROGRAMS += tests/shm_fault
+tests_shm_fault_SOURCES = tests/shm_fault.c
+tests_shm_fault_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
+tests_shm_fault_LDADD = libtp.la
+tests_shm_fault_LDFLAGS = -no-install
+TESTS += tests/shm_fault.sh
+EXTRA_DIST += tests/shm_fault.sh

@@ -2,9 +2,9 @@
 # Desync (collective, count, type, root; dissemination against an all-peers algorithm) at 2-5 ranks: with
 # TP_ERRORS=return every rank's call fails naming the mismatch (the one rank 0 took first); by default (fatal) every
 # rank exits 70 naming it. A peer
-# SIGKILLed mid-call: the others fail with TP_ERR_PEER_FAILED naming it, seen by its closed connections (under a
-# second with a 10 s heartbeat timeout; how fast is bench_failfast's business, not a test's). Forged frames on a real
-# data connection (garbage, an impossible size): refused with TP_ERR_PROTOCOL.
+# SIGKILLed mid-call (over shm, then tcp): the others fail with TP_ERR_PEER_FAILED naming it, seen through the
+# transport or its process (under a second with a 10 s heartbeat timeout; how fast is bench_failfast's business, not
+# a test's). Forged frames on a real data connection (garbage over both; an impossible size, rewritten in sendmsg, over tcp): refused with TP_ERR_PROTOCOL.
 set -u
 TPRUN=${TPRUN:-./tprun}
 PROG=./tests/coll_fault
@@ -27,29 +27,33 @@ for n in 2 4; do # fatal, the default: no call returns; every rank exits 70 nami
         echo "ok: desync-coll at $n ranks, fatal: every rank exits 70 naming the same desync, no call returns"
     else fail "desync-coll at $n ranks, fatal: status $st, $got fate lines, $causes causes"; echo "$out" | tail -12; fi
 done
-out=$(TP_HEARTBEAT_TIMEOUT=10 timeout 30 "$TPRUN" -n 3 $PROG kill 2>&1)
-killed=$(echo "$out" | sed -n 's/^rank 2: killing itself at \([0-9.]*\) ms/\1/p')
-# a survivor's call fails naming rank 2, or the fate path (whichever notices first) ends it, long before a heartbeat
-# could have missed: the death itself was seen
-for r in 0 1; do
-    call=$(echo "$out" | sed -n "s/^rank $r: call [0-9]* failed at \([0-9.]*\) ms: a peer failed: rank 2 failed.*/\1/p")
-    fate=$(echo "$out" | sed -n "s/^fate: rank $r learned that rank 2 failed at \([0-9.]*\) ms.*/\1/p")
-    at=${call:-$fate}
-    how=${call:+its call failed with TP_ERR_PEER_FAILED}
-    how=${how:-the fate path ended it}
-    if [ -z "$at" ] || [ -z "$killed" ]; then
-        fail "kill: rank $r neither failed its call nor heard of rank 2's death"; echo "$out" | tail -12
-    elif awk -v a="$at" -v k="$killed" 'BEGIN { exit !(a - k < 1000) }'; then
-        echo "ok: kill: rank $r: $how $(awk -v a="$at" -v k="$killed" 'BEGIN { printf "%.1f", a - k }') ms after rank 2 died"
-    else fail "kill: rank $r took $(awk -v a="$at" -v k="$killed" 'BEGIN { print a - k }') ms"; fi
-done
-echo "$out" | grep -q "exiting with status 70" && echo "ok: kill: the fate path ends the survivors with status 70" \
-    || fail "kill: survivors were not ended with status 70"
-for mode in garbage oversize; do
-    out=$(TP_ERRORS=return timeout 30 "$TPRUN" -n 2 $PROG $mode 2>&1)
-    if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: tp_barrier: peer rank 1 (.*) failed: it broke the collective protocol: rank 1 sent a frame"; then
-        echo "ok: $mode: refused"
-    else fail "$mode: not refused as a protocol violation"; echo "$out" | tail -8; fi
+for tr in shm tcp; do # a peer killed mid-call and forged frames, over each transport
+    out=$(TP_TRANSPORTS=$tr TP_HEARTBEAT_TIMEOUT=10 timeout 30 "$TPRUN" -n 3 $PROG kill 2>&1)
+    killed=$(echo "$out" | sed -n 's/^rank 2: killing itself at \([0-9.]*\) ms/\1/p')
+    # a survivor's call fails naming rank 2, or the fate path (whichever notices first) ends it, long before a
+    # heartbeat could have missed: the death itself was seen
+    for r in 0 1; do
+        call=$(echo "$out" | sed -n "s/^rank $r: call [0-9]* failed at \([0-9.]*\) ms: a peer failed: rank 2 failed.*/\1/p")
+        fate=$(echo "$out" | sed -n "s/^fate: rank $r learned that rank 2 failed at \([0-9.]*\) ms.*/\1/p")
+        at=${call:-$fate}
+        how=${call:+its call failed with TP_ERR_PEER_FAILED}
+        how=${how:-the fate path ended it}
+        if [ -z "$at" ] || [ -z "$killed" ]; then
+            fail "$tr: kill: rank $r neither failed its call nor heard of rank 2's death"; echo "$out" | tail -12
+        elif awk -v a="$at" -v k="$killed" 'BEGIN { exit !(a - k < 1000) }'; then
+            echo "ok: $tr: kill: rank $r: $how $(awk -v a="$at" -v k="$killed" 'BEGIN { printf "%.1f", a - k }') ms after rank 2 died"
+        else fail "$tr: kill: rank $r took $(awk -v a="$at" -v k="$killed" 'BEGIN { print a - k }') ms"; fi
+    done
+    echo "$out" | grep -q "exiting with status 70" && echo "ok: $tr: kill: the fate path ends the survivors with status 70" \
+        || fail "$tr: kill: survivors were not ended with status 70"
+    for mode in garbage oversize; do
+        # oversize rewrites a header in sendmsg: a socket transport's path
+        [ "$mode" = oversize ] && [ "$tr" != tcp ] && continue
+        out=$(TP_TRANSPORTS=$tr TP_ERRORS=return timeout 30 "$TPRUN" -n 2 $PROG $mode 2>&1)
+        if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: tp_barrier: peer rank 1 (.*) failed: it broke the collective protocol: rank 1 sent a frame"; then
+            echo "ok: $tr: $mode: refused"
+        else fail "$tr: $mode: not refused as a protocol violation"; echo "$out" | tail -8; fi
+    done
 done
 out=$(timeout 30 "$TPRUN" -n 2 $PROG stream 2>&1)
 # each call's refusal names that call (its own error, not an earlier call's)

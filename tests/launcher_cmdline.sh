@@ -63,8 +63,8 @@ refused 'tprun: -x TP_JOB_KEY: tprun sets this variable for each rank; it cannot
 refused 'tprun: -x TP_BOOT_TIMEOUT: expected a positive number of seconds, got "soon"' -n 2 -x TP_BOOT_TIMEOUT=soon "$prog" $run
 with_env=TP_KILL_GRACE=abc refused 'tprun: TP_KILL_GRACE: expected a positive number of seconds, got "abc"' -n 2 "$prog" $run
 with_env=TP_LAUNCHER=bar refused 'tprun: TP_LAUNCHER: expected auto, local or slurm, got "bar"' -n 2 "$prog" $run
-with_env=TP_TRANSPORTS=shm refused 'tprun: TP_TRANSPORTS: unknown transport "shm" in "shm" (known: tcp)' -n 2 "$prog" $run
-refused 'tprun: -x TP_TRANSPORTS: unknown transport "verbs" in "tcp,^verbs" (known: tcp)' -n 2 -x TP_TRANSPORTS=tcp,^verbs "$prog" $run
+with_env=TP_TRANSPORTS=verbs refused 'tprun: TP_TRANSPORTS: unknown transport "verbs" in "verbs" (known: shm, tcp)' -n 2 "$prog" $run
+refused 'tprun: -x TP_TRANSPORTS: unknown transport "verbs" in "tcp,^verbs" (known: shm, tcp)' -n 2 -x TP_TRANSPORTS=tcp,^verbs "$prog" $run
 with_env=TP_PART_BYTES=8 refused 'tprun: TP_PART_BYTES: expected a byte count from 64 to 1G (a part holds at least one element), got "8"' -n 2 "$prog" $run
 with_env=TP_TORCH_ENV=maybe refused 'tprun: TP_TORCH_ENV: expected 1, 0, yes, no, true, false, on or off, got "maybe"' -n 2 "$prog" $run
 refused "tprun: --wdir $T/none: No such file or directory" -n 2 --wdir "$T/none" "$prog" $run

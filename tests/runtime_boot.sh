@@ -23,21 +23,25 @@ if [ -x "$TPRUN" ]; then
         [ $st -eq 0 ] && [ "$(echo "$out" | grep -c '^ready')" -eq "$n" ] && [ "$jobs_seen" -eq 1 ] &&
             pass "tprun -n $n" || fail "tprun -n $n: status $st: $out"
     done
-    # --report-bindings on one host: rank 0's table has a row per rank; at debug level every rank names each peer
-    # and how it is reached.
-    for hosts in "" "-H localhost,127.0.0.1:2"; do
-        out=$(TP_LOG_LEVEL=debug timeout 30 "$TPRUN" -n 3 $hosts --report-bindings "$RANK_PROG" boot 2>&1)
-        st=$? ok=1
-        [ "$(echo "$out" | grep -c '^tp rank 0 ([^)]*) bindings: [^ ]*  *[012]  *[012]  ')" = 3 ] &&
-            [ "$(echo "$out" | grep -c '^tp rank [12] ([^)]*) bindings: ')" = 0 ] || ok=0
-        for r in 0 1 2; do
-            for p in 0 1 2; do
-                [ $r = $p ] && continue
-                [ "$(echo "$out" | grep -c "^tp rank $r ([^)]*) iface: rank $p (host [^)]*): tcp, the same host (over loopback 127.0.0.1)$")" = 1 ] || ok=0
+    # --report-bindings on one host: rank 0's table has a row per rank; at debug level every rank names each peer and
+    # how it is reached (shm by default; tcp when asked)
+    for tr in shm tcp; do
+        how="no network interface"
+        [ $tr = tcp ] && how="over loopback 127.0.0.1"
+        for hosts in "" "-H localhost,127.0.0.1:2"; do
+            out=$(TP_LOG_LEVEL=debug TP_TRANSPORTS=$([ $tr = tcp ] && echo tcp) timeout 30 "$TPRUN" -n 3 $hosts --report-bindings "$RANK_PROG" boot 2>&1)
+            st=$? ok=1
+            [ "$(echo "$out" | grep -c '^tp rank 0 ([^)]*) bindings: [^ ]*  *[012]  *[012]  ')" = 3 ] &&
+                [ "$(echo "$out" | grep -c '^tp rank [12] ([^)]*) bindings: ')" = 0 ] || ok=0
+            for r in 0 1 2; do
+                for p in 0 1 2; do
+                    [ $r = $p ] && continue
+                    [ "$(echo "$out" | grep -c "^tp rank $r ([^)]*) iface: rank $p (host [^)]*): $tr, the same host ($how)$")" = 1 ] || ok=0
+                done
             done
+            [ $st = 0 ] && [ $ok = 1 ] && pass "tprun -n 3 $hosts --report-bindings: a line per rank and peer, over $tr" ||
+                fail "tprun -n 3 $hosts --report-bindings ($tr): status $st: $out"
         done
-        [ $st = 0 ] && [ $ok = 1 ] && pass "tprun -n 3 $hosts --report-bindings: a line per rank and peer" ||
-            fail "tprun -n 3 $hosts --report-bindings: status $st: $out"
     done
     out=$(timeout 30 "$TPRUN" -n 4 ./examples/tp_hello 2>&1)
     [ $? -eq 0 ] && [ "$(echo "$out" | tail -n 1)" = "tp_hello: 4 ranks: bootstrap, settings agreement, rank table and collective finalize: PASS" ] &&

@@ -3,6 +3,7 @@
 # is chosen for the peers of this rank's parity, and each rank gets exactly its peers' data, at 1 to 8 ranks.
 . "$(dirname "$0")/runtime_lib.sh"
 PROG=./tests/transport_pairs
+export TP_TRANSPORTS=^shm # beside TCP alone: shm would reach every peer on this host ahead of pairtest
 
 for n in 1 2 3 4 5 6 7 8; do
     out=$(timeout 60 "$TPRUN" -n "$n" "$PROG" 2>&1)

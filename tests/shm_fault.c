@@ -1,0 +1,146 @@
+/*
+ * shm_fault: a peer that writes garbage into the shared-memory transport's segments, and a job whose every rank is
+ * SIGKILLed. head|ring|tail|fuzz: rank 1 writes an impossible written position, a forged header, an impossible
+ * consumed position, or random bytes over all of rank 0's segment; rank 0's next call must fail with
+ * TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
+ * /dev/shm, rank 0 prints every rank's pid, and all loop in all_reduce until the script SIGKILLs them.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tp.h>
+
+#include "shm.h"
+
+/* Where this process maps rank r's segment (its own or a peer's, taken at connect), or NULL. */
+static uint8_t *segment_of(int r)
+{
+    char line[512], want[64];
+    snprintf(want, sizeof(want), "/memfd:tp-shm rank %d ", r);
+    FILE *f = fopen("/proc/self/maps", "r");
+    uint8_t *at = NULL;
+    while (f != NULL && at == NULL && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo;
+        if (strstr(line, want) != NULL && sscanf(line, "%lx-", &lo) == 1) at = (uint8_t *)lo;
+    }
+    if (f != NULL) fclose(f);
+    return at;
+}
+
+/* Sender's channel in a segment of a world of n. */
+static shm_chan_t *chan(uint8_t *seg, int sender, int n)
+{
+    return (shm_chan_t *)(seg + SHM_CHAN_OFF(sender, shm_ring_bytes(n)));
+}
+
+/* What this rank maps or holds open under /dev/shm (a leftover after SIGKILL would be one of them): a count. */
+static int dev_shm_uses(void)
+{
+    char line[512], path[600], target[512];
+    int n = 0;
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) n += strstr(line, " /dev/shm/") != NULL;
+    if (f != NULL) fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof(target) - 1);
+        if (len > 0) target[len] = '\0';
+        n += len > 0 && strncmp(target, "/dev/shm/", 9) == 0;
+    }
+    if (d != NULL) closedir(d);
+    return n;
+}
+
+static int verdict_pipe[2];
+
+/* The job's verdict reached this rank: rank 1 may leave. */
+static void on_verdict(const tp_failure_t *f, void *arg)
+{
+    if (write(verdict_pipe[1], "v", 1) != 1) perror("shm_fault: verdict pipe");
+}
+
+static int garbage(const char *mode, int me, tp_comm_t *w)
+{
+    static float go[1];
+    if (tp_barrier(w) != TP_OK) return 1; /* every rank has mapped the others' segments before the garbage */
+    /* rank 0 has read all that rank 1 sent: the garbage cannot land in a call rank 0 is still in */
+    if (me == 0 && tp_send(w, go, 1, TP_F32, 1, NULL) != TP_OK) return 1;
+    if (me == 1 && tp_recv(w, go, 1, TP_F32, 0, NULL) != TP_OK) return 1;
+    if (me == 1) {
+        uint8_t *seg0 = segment_of(0), *seg1 = segment_of(1);
+        if (seg0 == NULL || seg1 == NULL) {
+            printf("rank 1: %s: no shm segment of rank 0 or 1 mapped here\n", mode);
+            return 1;
+        }
+        shm_chan_t *c = chan(seg0, 1, tp_comm_size(w));
+        uint64_t h = atomic_load(&c->head);
+        if (strcmp(mode, "head") == 0) {
+            atomic_store(&c->head, h + ((uint64_t)1 << 40));
+        } else if (strcmp(mode, "ring") == 0) { /* a whole header of garbage where rank 0 reads next */
+            uint8_t *ring = seg0 + SHM_RING_OFF(1, shm_ring_bytes(tp_comm_size(w)));
+            for (uint64_t i = 0; i < TP_FRAME_HEADER_BYTES; i++)
+                ring[(h + i) & (shm_ring_bytes(tp_comm_size(w)) - 1)] = (uint8_t)(i * 37 + 11);
+            atomic_store(&c->head, h + TP_FRAME_HEADER_BYTES);
+        } else if (strcmp(mode, "tail") == 0) { /* rank 1 owns this word: rank 0 reads it as it sends */
+            atomic_store(&chan(seg1, 0, tp_comm_size(w))->tail, ((uint64_t)1 << 40) + 12345);
+        } else { /* fuzz */
+            srand(42);
+            for (size_t i = 0; i < SHM_SEG_BYTES(tp_comm_size(w), shm_ring_bytes(tp_comm_size(w))); i++)
+                seg0[i] = (uint8_t)rand();
+        }
+        printf("rank 1: %s: garbage written\n", mode);
+        fflush(stdout);
+        static float one[1];
+        if (strcmp(mode, "tail") == 0) tp_send(w, one, 1, TP_F32, 0, NULL); /* rank 0 sends only after this */
+        /* waits for the verdict (a call or a finalize now would end rank 0's call before it reads the garbage) */
+        char v;
+        return read(verdict_pipe[0], &v, 1) != 1;
+    }
+    static float x[65536];
+    if (me != 0) { /* in the barrier, so rank 0 is not told of a finalize before it reads rank 1's garbage */
+        if (strcmp(mode, "tail") != 0) tp_barrier(w);
+        return 0;
+    }
+    tp_status_t s = TP_OK;
+    if (strcmp(mode, "tail") == 0) {
+        if ((s = tp_recv(w, x, 1, TP_F32, 1, NULL)) == TP_OK) s = tp_send(w, x, 65536, TP_F32, 1, NULL);
+    } else {
+        s = tp_barrier(w);
+    }
+    printf("rank 0: %s: %s: %s\n", mode, tp_status_string(s), s != TP_OK ? tp_last_error() : "");
+    fflush(stdout);
+    return s != TP_ERR_PROTOCOL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || pipe(verdict_pipe) != 0) return 2;
+    tp_fate_register(on_verdict, NULL);
+    tp_comm_t *w;
+    if (tp_init(NULL, &w) != TP_OK) return 1;
+    int me = tp_comm_rank(w), n = tp_comm_size(w), bad = 0;
+    if (strcmp(argv[1], "leak") == 0) {
+        int pid = (int)getpid(), *pids = calloc((size_t)n, sizeof(int));
+        size_t count = 1 << 18;
+        float *x = calloc(count, sizeof(float));
+        if (pids == NULL || x == NULL) return 1;
+        bad = tp_all_gather(w, &pid, pids, 1, TP_I32, NULL) != TP_OK || segment_of(me) == NULL || dev_shm_uses() != 0;
+        printf("rank %d: segment %s, %d uses of /dev/shm\n", me, segment_of(me) ? "a memfd" : "missing",
+               dev_shm_uses());
+        if (me == 0) {
+            printf("pids:");
+            for (int r = 0; r < n; r++) printf(" %d", pids[r]);
+            printf("\n");
+        }
+        fflush(stdout);
+        while (!bad) bad = tp_all_reduce(w, x, x, count, TP_F32, TP_SUM, NULL) != TP_OK;
+    } else {
+        bad = garbage(argv[1], me, w);
+    }
+    tp_finalize(w);
+    return bad;
+}

@@ -1,0 +1,43 @@
+#!/bin/bash
+# A peer that writes garbage into the shm segments (an impossible written or consumed position, a forged header,
+# random bytes over a whole segment): the victim's call fails with TP_ERR_PROTOCOL and no rank dies of a signal.
+# Every rank SIGKILLed mid-call: nothing is left in /dev/shm and no rank is left running.
+set -u
+TPRUN=${TPRUN:-./tprun}
+PROG=./tests/shm_fault
+export TP_TRANSPORTS=shm
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# what rank 0 must name: the check that caught each kind of garbage (fuzz: whichever sees it first)
+declare -A why=([head]="shm: error: rank 1: its written position [0-9]* in shared memory is outside"
+    [ring]="coll: error: rank 1 sent a frame with a bad magic" [tail]="shm: error: rank 1: its consumed position"
+    [fuzz]="")
+for mode in head ring tail fuzz; do
+    out=$(TP_ERRORS=return timeout 30 "$TPRUN" -n 3 $PROG $mode 2>&1)
+    if echo "$out" | grep -q "^rank 0: $mode: protocol violation by a peer: " && ! echo "$out" | grep -q "signal" &&
+        echo "$out" | grep -q "^tp rank 0 ([^)]*) ${why[$mode]}"; then
+        echo "ok: $mode: refused as a protocol violation, no rank died of a signal"
+    else fail "$mode: not refused"; echo "$out" | tail -8; fi
+done
+before=$(ls -A /dev/shm | sort)
+coproc JOB { exec "$TPRUN" -n 4 $PROG leak 2>&1; }
+pids=""
+while read -r -u "${JOB[0]}" line; do
+    echo "$line" | grep -q "^rank [0-9]*: segment missing\|uses of /dev/shm" && echo "$line" | grep -v " 0 uses of /dev/shm$" &&
+        fail "leak: $line"
+    case $line in pids:*) pids=${line#pids:}; break ;; esac
+done
+[ -n "$pids" ] || fail "leak: the ranks never printed their pids"
+# stopped first, so no rank hears of another's death and leaves by itself before its own SIGKILL
+kill -STOP $pids
+kill -KILL $pids
+tprun_pid=$JOB_PID
+wait "$tprun_pid"
+st=$?
+left=$(for p in $pids; do [ -d /proc/$p ] && echo "$p"; done)
+after=$(ls -A /dev/shm | sort)
+new=$(comm -13 <(echo "$before") <(echo "$after"))
+if [ -z "$new" ] && [ -z "$left" ] && [ "$st" -ne 0 ]; then
+    echo "ok: leak: every rank SIGKILLed mid-call (tprun status $st): nothing new in /dev/shm, no rank left"
+else fail "leak: new in /dev/shm: \"$new\", ranks left: \"$left\", tprun status $st"; fi
+[ "$fails" -eq 0 ]

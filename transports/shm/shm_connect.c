@@ -1,0 +1,271 @@
+/* shm_connect.c: the segment (a sealed memfd, so nothing is ever left in /dev/shm), reach, connect and close. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+#define SHM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* What a peer must share with this rank for its fds and memory to be taken: user, IPC and network namespace. */
+typedef struct shm_ident {
+    int pid, memfd, eventfd;
+    unsigned uid;
+    unsigned long long ipcns, netns;
+} shm_ident_t;
+
+static unsigned long long ns_inode(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0 ? (unsigned long long)s.st_ino : 0;
+}
+
+static void ident_self(const shm_state_t *st, shm_ident_t *id)
+{
+    *id = (shm_ident_t){.pid = (int)getpid(),
+                        .memfd = st->memfd,
+                        .eventfd = st->eventfd,
+                        .uid = (unsigned)getuid(),
+                        .ipcns = ns_inode("/proc/self/ns/ipc"),
+                        .netns = ns_inode("/proc/self/ns/net")};
+}
+
+static int ident_parse(const char *a, shm_ident_t *id)
+{
+    int end = 0;
+    if (a == NULL || sscanf(a, "%d:%d:%d:%u:%llu:%llu%n", &id->pid, &id->memfd, &id->eventfd, &id->uid, &id->ipcns,
+                            &id->netns, &end) != 6)
+        return -1;
+    return a[end] == '\0' && id->pid > 0 && id->memfd >= 0 && id->eventfd >= 0 ? 0 : -1;
+}
+
+static void shm_close_segment(void *state)
+{
+    shm_state_t *st = state;
+    if (st == NULL) return;
+    for (int r = 0; st->peers != NULL && r < st->size; r++) {
+        shm_peer_t *p = &st->peers[r];
+        if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
+        if (p->pidfd >= 0) close(p->pidfd);
+        if (p->eventfd >= 0) close(p->eventfd);
+    }
+    if (st->seg != NULL) munmap(st->seg, st->seg_bytes);
+    if (st->memfd >= 0) close(st->memfd);
+    if (st->eventfd >= 0) close(st->eventfd);
+    free(st->peers);
+    free(st->pfds);
+    free(st->dead);
+    free(st);
+}
+
+static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state, char *address, size_t address_len)
+{
+    shm_state_t *st = calloc(1, sizeof(*st));
+    if (st == NULL) return TP_ERR_NO_MEMORY;
+    st->env = *env;
+    st->size = env->size;
+    st->memfd = st->eventfd = -1;
+    const char *what = "the peer table";
+    st->peers = calloc((size_t)env->size, sizeof(*st->peers));
+    st->pfds = calloc((size_t)env->size, sizeof(*st->pfds));
+    st->dead = calloc((size_t)env->size, sizeof(*st->dead));
+    if (st->peers == NULL || st->pfds == NULL || st->dead == NULL) goto err;
+    for (int r = 0; r < env->size; r++) st->peers[r].pidfd = st->peers[r].eventfd = -1;
+    char name[32];
+    snprintf(name, sizeof(name), "tp-shm rank %d", env->rank);
+    st->seg_bytes = SHM_SEG_BYTES(env->size, shm_ring_bytes(env->size));
+    what = "memfd_create";
+    if ((st->memfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) goto err;
+    what = "ftruncate of the segment";
+    if (ftruncate(st->memfd, (off_t)st->seg_bytes) != 0) goto err;
+    what = "sealing the segment"; /* no peer can shrink it under this rank's mapping (SIGBUS) */
+    if (fcntl(st->memfd, F_ADD_SEALS, SHM_SEALS) != 0) goto err;
+    what = "mmap of the segment";
+    void *m = mmap(NULL, st->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, st->memfd, 0);
+    if (m == MAP_FAILED) goto err;
+    st->seg = m;
+    what = "eventfd";
+    if ((st->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) goto err;
+    st->ctl = (shm_ctl_t *)st->seg;
+    *st->ctl = (shm_ctl_t){.magic = SHM_MAGIC,
+                           .size = (uint32_t)env->size,
+                           .rank = (uint32_t)env->rank,
+                           .ring_bytes = shm_ring_bytes(env->size),
+                           .seg_bytes = st->seg_bytes};
+    shm_ident_t id;
+    ident_self(st, &id);
+    snprintf(address, address_len, "%d:%d:%d:%u:%llu:%llu", id.pid, id.memfd, id.eventfd, id.uid, id.ipcns, id.netns);
+    *state = st;
+    return TP_OK;
+err:
+    tp_log(TP_LOG_DEBUG, "shm", "not available: %s failed: %s", what, strerror(errno));
+    shm_close_segment(st);
+    return TP_ERR_SYSTEM;
+}
+
+static void shm_caps(void *state, tp_transport_caps_t *caps)
+{
+    *caps = (tp_transport_caps_t){.mem_types = 1u << TP_MEM_HOST, .flags = 0};
+}
+
+/* A peer on this kernel, as this user, in this IPC and network namespace: both ends see the same. */
+static int shm_reach(void *state, const tp_peer_view_t *peer)
+{
+    shm_ident_t me, them;
+    ident_self(state, &me);
+    if (!peer->same_kernel || ident_parse(peer->address, &them) != 0) return TP_REACH_NO;
+    if (them.uid != me.uid || them.ipcns != me.ipcns || them.netns != me.netns || them.ipcns == 0 || them.netns == 0)
+        return TP_REACH_NO;
+    return SHM_REACH_PRIORITY;
+}
+
+/* Takes one of the peer's fds through its pidfd. */
+static int take_fd(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
+
+/* Maps peer r's segment after checking that it is what this layout expects (sealed, its size, its header). */
+static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
+{
+    shm_peer_t *p = &st->peers[r];
+    shm_ident_t id;
+    const char *what = "its published address";
+    int memfd = -1, saved = 0;
+    size_t ring = shm_ring_bytes(st->size), want = SHM_SEG_BYTES(st->size, ring);
+    if (ident_parse(address, &id) != 0) goto err;
+    p->pid = id.pid;
+    what = "pidfd_open";
+    if ((p->pidfd = (int)syscall(SYS_pidfd_open, id.pid, 0)) < 0) goto err;
+    what = "pidfd_getfd of its segment";
+    if ((memfd = take_fd(p->pidfd, id.memfd)) < 0) goto err;
+    what = "pidfd_getfd of its eventfd";
+    if ((p->eventfd = take_fd(p->pidfd, id.eventfd)) < 0) goto err;
+    struct stat s;
+    int seals = fcntl(memfd, F_GET_SEALS);
+    what = "its segment (not a sealed memfd of the expected size)";
+    errno = EINVAL;
+    if (fstat(memfd, &s) != 0 || seals < 0 || (seals & SHM_SEALS) != SHM_SEALS || (size_t)s.st_size != want) goto err;
+    what = "mmap of its segment";
+    void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
+    if (m == MAP_FAILED) goto err;
+    p->seg = m;
+    p->seg_bytes = want;
+    p->ctl = (shm_ctl_t *)p->seg;
+    what = "its segment header";
+    errno = EINVAL;
+    if (p->ctl->magic != SHM_MAGIC || p->ctl->rank != (uint32_t)r || p->ctl->size != (uint32_t)st->size ||
+        p->ctl->ring_bytes != ring)
+        goto err;
+    close(memfd);
+    p->out = (shm_chan_t *)(p->seg + SHM_CHAN_OFF(st->env.rank, ring));
+    p->out_ring = p->seg + SHM_RING_OFF(st->env.rank, ring);
+    p->in = (shm_chan_t *)(st->seg + SHM_CHAN_OFF(r, ring));
+    p->in_ring = st->seg + SHM_RING_OFF(r, ring);
+    p->ring = ring;
+    p->use = 1;
+    uint64_t one = 1;
+    atomic_store(&p->out->attached, 1);
+    if (write(p->eventfd, &one, sizeof(one)) < 0) { /* full: the peer is awake anyway */
+    }
+    return TP_OK;
+err:
+    saved = errno;
+    if (memfd >= 0) close(memfd);
+    if (saved == ESRCH) { /* it died after it published: a peer failure, which the job names */
+        char why[96];
+        snprintf(why, sizeof(why), "its process (pid %d) exited before shared memory was connected", id.pid);
+        tp_log(TP_LOG_DEBUG, "shm", "rank %d: %s", r, why);
+        tp_fate_report(r, why);
+        return TP_ERR_PEER_FAILED;
+    }
+    tp_log(TP_LOG_ERROR, "shm",
+           "cannot reach rank %d (pid %d) through shared memory: %s failed: %s; run every rank as one user, or "
+           "set TP_TRANSPORTS=^shm",
+           r, id.pid, what, strerror(saved));
+    return TP_ERR_SYSTEM;
+}
+
+/* Waits until every peer has mapped this rank's segment, as TCP's mesh is complete on return: a rank that leaves
+ * right after tp_init never fails a peer still connecting. A peer that dies first is a peer failure. */
+static tp_status_t wait_attached(shm_state_t *st)
+{
+    int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
+    for (;;) {
+        int k = 0;
+        for (int r = 0; r < st->size; r++) {
+            shm_peer_t *p = &st->peers[r];
+            if (p->use && !atomic_load(&p->in->attached)) {
+                st->dead[k] = r;
+                st->pfds[k++] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
+            }
+        }
+        if (k == 0) break;
+        int64_t left = deadline - tp_now_ns();
+        if (left <= 0) {
+            tp_log(TP_LOG_ERROR, "shm", "rank %d did not map this rank's segment within %.0f s (TP_BOOT_TIMEOUT)",
+                   st->dead[0], st->env.connect_timeout_s);
+            return TP_ERR_BOOTSTRAP;
+        }
+        struct pollfd all[2] = {{.fd = st->eventfd, .events = POLLIN}};
+        uint64_t v;
+        if (poll(all, 1, 0) == 0) { /* nothing new: block on the eventfd and the waited peers' pidfds */
+            st->pfds[k] = all[0];
+            poll(st->pfds, (nfds_t)k + 1, (int)(left / 1000000) + 1);
+        }
+        if (read(st->eventfd, &v, sizeof(v)) < 0 && errno != EAGAIN) return TP_ERR_SYSTEM;
+        for (int i = 0; i < k; i++) {
+            shm_peer_t *p = &st->peers[st->dead[i]];
+            if (st->pfds[i].revents && !atomic_load(&p->in->attached)) {
+                char why[96];
+                snprintf(why, sizeof(why), "its process (pid %d) exited before shared memory was connected", p->pid);
+                tp_fate_report(st->dead[i], why);
+                return TP_ERR_PEER_FAILED;
+            }
+            st->pfds[i].revents = 0;
+        }
+    }
+    return TP_OK;
+}
+
+static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
+{
+    shm_state_t *st = state;
+    for (int r = 0; r < st->size; r++) {
+        if (!peers[r].use) continue;
+        tp_status_t s = connect_peer(st, r, peers[r].view->address);
+        if (s != TP_OK) return s;
+    }
+    return wait_attached(st);
+}
+
+const tp_transport_ops_t tp_shm_ops = {
+    .abi_version = TP_TRANSPORT_ABI,
+    .ops_size = sizeof(tp_transport_ops_t),
+    .name = "shm",
+    .open = shm_open_segment,
+    .caps = shm_caps,
+    .reach = shm_reach,
+    .pair_info = tp_transport_unsupported_pair_info, /* the published pid and fds are all a peer needs */
+    .connect = shm_connect,
+    .post = shm_post,
+    .progress = shm_progress,
+    .event_fds = shm_event_fds,
+    .cancel = shm_cancel,
+    .mem_register = tp_transport_unsupported_register,
+    .mem_deregister = tp_transport_unsupported_deregister,
+    .close = shm_close_segment,
+};
