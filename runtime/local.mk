@@ -10,6 +10,10 @@ libtp_la_SOURCES = \
 	runtime/runtime_dl.c runtime/runtime_dl.h \
 	runtime/runtime_log.c runtime/runtime_log.h \
 	runtime/runtime_status.c
+# Topology readers (sysfs under TP_SYSFS_ROOT), shared with tprun.
+libtp_la_SOURCES += runtime/topo_sysfs.c runtime/topo_sysfs.h
+# Each local rank's GPU when no tprun gave it one (tp_gpu_of_local_rank), shared with tprun.
+libtp_la_SOURCES += runtime/topo_gpu.c runtime/topo_gpu.h
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm
 libtp_la_LDFLAGS = -version-info 0:0:0
 # Only the API is exported: what include/tp.h and include/tp_provider.h declare with TP_API (tests/api_symbols.sh).
