@@ -193,14 +193,15 @@ tp_status_t tp_gpu_visible(const tp_gpu_env_t *e, const tp_gpu_t *all, int n, tp
         if (pick_tp_gpus(e->tp_gpus, ptr, n, picked, &k, err, err_len) != TP_OK) return TP_ERR_INVALID;
         append_why(why, why_len, "TP_GPUS", e->tp_gpus);
     } else {
-        if (e->cuda != NULL && (nnv > 0 || namd == 0)) {
+        /* A vendor's variable counts only where the host has its GPUs: a CPU host's leftover one changes nothing. */
+        if (e->cuda != NULL && nv_all > 0) {
             if (pick_indexes("CUDA_VISIBLE_DEVICES", e->cuda, nv, nnv, "NVIDIA GPUs", tmp, &m, err, err_len) != TP_OK)
                 return TP_ERR_INVALID;
             memcpy(nv, tmp, sizeof(*tmp) * (size_t)m), nnv = m;
             append_why(why, why_len, "CUDA_VISIBLE_DEVICES", e->cuda);
         }
         /* ROCm applies ROCR_VISIBLE_DEVICES first; HIP's indexes count what it left. */
-        if (e->rocr != NULL) {
+        if (e->rocr != NULL && namd > 0) {
             if (pick_indexes("ROCR_VISIBLE_DEVICES", e->rocr, amd, namd, "AMD GPUs", tmp, &m, err, err_len) != TP_OK)
                 return TP_ERR_INVALID;
             memcpy(amd, tmp, sizeof(*tmp) * (size_t)m), namd = m;
@@ -209,7 +210,7 @@ tp_status_t tp_gpu_visible(const tp_gpu_env_t *e, const tp_gpu_t *all, int n, tp
         /* HIP reads CUDA_VISIBLE_DEVICES when HIP_VISIBLE_DEVICES is unset: on a host of AMD GPUs only, so does this. */
         const char *hip = e->hip, *hip_var = "HIP_VISIBLE_DEVICES";
         if (hip == NULL && e->cuda != NULL && nv_all == 0 && namd > 0) hip = e->cuda, hip_var = "CUDA_VISIBLE_DEVICES";
-        if (hip != NULL) {
+        if (hip != NULL && namd > 0) {
             if (pick_indexes(hip_var, hip, amd, namd,
                              e->rocr != NULL ? "AMD GPUs left by ROCR_VISIBLE_DEVICES" : "AMD GPUs", tmp, &m, err,
                              err_len) != TP_OK)

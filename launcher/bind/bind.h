@@ -27,7 +27,7 @@ typedef struct tprun_bind_rank {
 /*
  * Every local rank's GPU and binding for local_size ranks on host, from the GPUs (TP_SYSFS_ROOT) that e makes
  * visible and hwloc's topology (HWLOC_XMLFILE replays another machine: computed, not applied). gpus_per_rank 0 gives
- * none. Bad variables or more ranks than GPUs: TP_ERR_INVALID with one line in err. *out: local_size entries.
+ * none. host (or NULL: the message's reader knows it) names the host in messages. Bad variables or more ranks than GPUs: TP_ERR_INVALID with one line in err. *out: local_size entries.
  */
 tp_status_t tprun_bind_compute(int mode, int gpus_per_rank, const tp_gpu_env_t *e, int local_size, const char *host,
                                tprun_bind_rank_t **out, char *err, size_t err_len);

@@ -65,9 +65,10 @@ static tp_status_t assign_gpus(int gpus_per_rank, const tp_gpu_env_t *e, int loc
     if (tp_gpu_visible(e, all, n, vis, &nvis, why, sizeof(why), err, err_len) != TP_OK) return TP_ERR_INVALID;
     if (nvis > 0 && local_size > nvis)
         return snprintf(err, err_len,
-                        "host %s: %d ranks but %d GPUs (%s): start at most %d ranks there, or give --gpus-per-rank 0 "
+                        "%s%s%s%d ranks but %d GPUs (%s): start at most %d ranks there, or give --gpus-per-rank 0 "
                         "to start them without a GPU each",
-                        host, local_size, nvis, why, nvis),
+                        host != NULL ? "host " : "", host != NULL ? host : "", host != NULL ? ": " : "", local_size,
+                        nvis, why, nvis),
                TP_ERR_INVALID;
     for (int i = 0; i < local_size && nvis > 0; i++) r[i].gpu = vis[i];
     return TP_OK;
@@ -96,9 +97,11 @@ static hwloc_topology_t load_topology(int *thissystem, char *err, size_t err_len
         snprintf(err, err_len, "hwloc: cannot start a topology: %s", strerror(errno));
         return NULL;
     }
-    if (hwloc_topology_load(t) != 0) {
-        snprintf(err, err_len, "hwloc: cannot load the topology%s%s: %s", xml != NULL ? " from HWLOC_XMLFILE=" : "",
-                 xml != NULL ? xml : "", strerror(errno));
+    /* Set here, not left to hwloc's own reading, which falls back to this machine when the file is bad. */
+    if ((xml != NULL && hwloc_topology_set_xml(t, xml) != 0) || hwloc_topology_load(t) != 0) {
+        if (xml != NULL)
+            snprintf(err, err_len, "HWLOC_XMLFILE=%s: hwloc cannot load it as a topology (%s)", xml, strerror(errno));
+        else snprintf(err, err_len, "hwloc cannot load this machine's topology: %s", strerror(errno));
         hwloc_topology_destroy(t);
         return NULL;
     }

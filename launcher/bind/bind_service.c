@@ -97,7 +97,7 @@ static tp_status_t agent_start(const tprun_job_t *job, char *err, size_t err_len
     tp_gpu_env_t e;
     if (mode < 0) return snprintf(err, err_len, "bad \"bind\" line in the plan from tprun"), TP_ERR_INVALID;
     tp_gpu_env_from(&e, environ);
-    return plan_make(&e, job->np, job->host, err, err_len) == 0 ? TP_OK : TP_ERR_INVALID;
+    return plan_make(&e, job->np, NULL, err, err_len) == 0 ? TP_OK : TP_ERR_INVALID; /* tprun names the host */
 }
 
 /* Rank i's variables: its GPU's (when it has one) and TP_BIND_*; the inherited GPU choice stays without a GPU. */
