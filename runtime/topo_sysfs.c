@@ -64,10 +64,7 @@ int tp_sysfs_read_line(const char *path, char *out, size_t len)
     return 0;
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-    return strverscmp(*(char *const *)a, *(char *const *)b);
-}
+static int name_cmp(const void *a, const void *b) { return strverscmp(*(char *const *)a, *(char *const *)b); }
 
 int tp_sysfs_list(const char *path, char ***names)
 {

@@ -12,6 +12,7 @@ include tests/bench.mk
 include tests/ssh.mk
 include tests/docs.mk
 include tests/torch.mk
+include tests/topo.mk
 include tests/fuzz/fuzz.mk
 # Under ./configure --enable-sanitizers every report fails its test: ranks' deaths by signal stay signals (the
 # launcher tests check them); leaks are checked at every exit (ASan's default; tests/launcher_rank.c opts out)

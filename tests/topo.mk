@@ -1,0 +1,6 @@
+# Topology: sysfs readers, RoCE HCA ports and their choice per peer, on generated fake sysfs trees.
+check_PROGRAMS += tests/topo_unit
+tests_topo_unit_SOURCES = tests/topo_unit.c
+tests_topo_unit_LDADD = libtp_internal.la
+tests_topo_unit_LDFLAGS = -no-install
+TESTS += tests/topo_unit
