@@ -47,6 +47,29 @@ expect_eq "$what: status" "$?" 0
 expect_eq "$what: rank 0 CPUs" "$(get 0 cpus)" "$last"
 bound 0
 
+# This machine's CPUs as an XML topology's (HWLOC_THISSYSTEM=1) under taskset -c 0: the GPU on node 0 gets CPU 0
+# for real; node 1 keeps its memory but none of tprun's CPUs, so its GPU's rank is not bound.
+A="$T/a"
+for b in 1b:0 8a:1; do
+    d="$A/bus/pci/devices/0000:${b%:*}:00.0"
+    mkdir -p "$d"
+    echo 0x10de >"$d/vendor"
+    echo 0x030200 >"$d/class"
+    echo "${b#*:}" >"$d/numa_node"
+done
+what="node without tprun's CPUs"
+if taskset -c 0 true 2>/dev/null; then
+    TP_SYSFS_ROOT=$A HWLOC_THISSYSTEM=1 HWLOC_XMLFILE="$(cd "$(dirname "$0")" && pwd)/bind/two_numa_smt.xml" \
+        taskset -c 0 "$TPRUN" -n 2 "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
+    expect_eq "$what: status" "$?" 0
+    expect_eq "$what: rank 0" "$(get 0 TP_GPU_BUS_ID) $(get 0 TP_BIND_CPUS) $(get 0 TP_BIND_WHY)" \
+        "0000:1b:00.0 0 nearest GPU 0000:1b:00.0"
+    bound 0
+    expect_eq "$what: rank 1" "$(get 1 TP_BIND_NUMA) $(get 1 cpus) $(get 1 mem)" "- 0 default"
+    expect_eq "$what: rank 1 why" "$(get 1 TP_BIND_WHY)" \
+        "nearest GPU 0000:8a:00.0: NUMA node 1 has none of tprun's CPUs: not bound"
+fi
+
 # Unbound: the ranks keep tprun's CPUs and the default memory policy, and say why.
 unbound() {
     expect_eq "$what: status" "$st" 0

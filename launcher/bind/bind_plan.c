@@ -195,6 +195,11 @@ static tp_status_t bind_ranks(int mode, int local_size, tprun_bind_rank_t *r, ch
         hwloc_obj_type_t unit =
             hwloc_get_nbobjs_inside_cpuset_by_type(t, domain, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
         int ncores = hwloc_get_nbobjs_inside_cpuset_by_type(t, domain, unit);
+        if (ncores == 0) { /* a node outside tprun's CPUs (taskset) keeps its memory, not its cores */
+            snprintf(r[i].why, sizeof(r[i].why), "%s: NUMA node %d has none of tprun's CPUs: not bound", src[i],
+                     dom[i]);
+            continue;
+        }
         if (sharing > ncores) {
             snprintf(r[i].why, sizeof(r[i].why), "oversubscribed: not bound (%d ranks for %d cores, %s)", sharing,
                      ncores, src[i]);
