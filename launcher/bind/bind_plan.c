@@ -93,7 +93,13 @@ static hwloc_topology_t load_topology(int *thissystem, char *err, size_t err_len
 {
     hwloc_topology_t t;
     const char *xml = getenv("HWLOC_XMLFILE");
-    if (hwloc_topology_init(&t) != 0) {
+    /* hwloc dlopens every plugin at its first init (libxml2 with ICU, OpenCL, GL: most of its start), none needed
+     * here (its own reader reads XML); set only while hwloc reads it, as the ranks' environments come later. */
+    int own_blacklist = getenv("HWLOC_PLUGINS_BLACKLIST") == NULL;
+    if (own_blacklist) setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_pci,hwloc_opencl,hwloc_gl,hwloc_xml_libxml", 1);
+    int init = hwloc_topology_init(&t);
+    if (own_blacklist) unsetenv("HWLOC_PLUGINS_BLACKLIST");
+    if (init != 0) {
         snprintf(err, err_len, "hwloc: cannot start a topology: %s", strerror(errno));
         return NULL;
     }
