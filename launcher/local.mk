@@ -23,7 +23,6 @@ tprun_SOURCES = \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h
-tprun_SOURCES += runtime/topo_sysfs.c runtime/topo_sysfs.h
 # The binding service: GPUs by local rank (runtime/topo_gpu.c, shared with libtp), CPUs and memory with hwloc.
 tprun_SOURCES += launcher/bind/bind.h launcher/bind/bind_plan.c launcher/bind/bind_service.c \
 	runtime/topo_gpu.c runtime/topo_gpu.h

@@ -492,7 +492,7 @@ void tprun_usage(int fd)
                 "      --ssh CMD         the ssh command for remote hosts, split on blanks (default: TP_SSH, ssh);\n"
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
                 "      --wdir DIR        every rank starts in DIR (default: the current directory)\n"
-                "      --report-bindings each rank prints the interface it chose for each peer, and why\n"
+                "      --report-bindings rank 0 prints a table of every rank's CPUs, GPU, HCA ports and interface, and why\n"
                 "      --bind-to HOW     bind each rank's CPUs and memory: gpu (the NUMA node nearest its GPU, else\n"
                 "                        its HCA; unbound without either), numa (also by local rank without them),\n"
                 "                        core (one core each, within that node) or none (default: TP_BIND_TO, gpu)\n"

@@ -5,6 +5,7 @@
 
 #include "runtime_config.h"
 #include "runtime_log.h"
+#include "topo_hca.h"
 
 static tp_status_t check_part_bytes(const char *text, char *err, size_t err_len)
 {
@@ -45,6 +46,17 @@ static tp_status_t check_sysfs_root(const char *text, char *err, size_t err_len)
     snprintf(err, err_len, "TP_SYSFS_ROOT: expected an absolute directory path such as /sys, got \"%s\"",
              tp_quote(text, q, sizeof(q)));
     return TP_ERR_INVALID;
+}
+
+static tp_status_t check_hca(const char *text, char *err, size_t err_len)
+{
+    return tp_hca_spec_check(text, err, err_len);
+}
+
+static tp_status_t check_gid_index(const char *text, char *err, size_t err_len)
+{
+    int v;
+    return tp_hca_gid_index_parse(text, &v, err, err_len);
 }
 
 static tp_status_t check_log_level(const char *text, char *err, size_t err_len)
@@ -119,7 +131,9 @@ const tp_config_entry_t tp_core_config[] = {
      "empty: any on a /24 the two ranks share",
      NULL},
     {"TP_REPORT_BINDINGS", "report_bindings", TP_CONFIG_BOOL, TP_CONFIG_USER, "0",
-     "each rank prints the interface chosen for each peer and why the others were not (tprun --report-bindings)", NULL},
+     "rank 0 prints one table: each rank's host, CPUs, NUMA node, GPU, HCA ports and TCP interface, then why "
+     "(tprun --report-bindings); TP_LOG_LEVEL=debug adds each rank's interface per peer",
+     NULL},
     {"TP_SYSFS_ROOT", "sysfs_root", TP_CONFIG_STRING, TP_CONFIG_USER, "/sys",
      "where sysfs is read (GPUs, HCAs, NUMA nodes): another directory replays a captured or generated machine",
      check_sysfs_root},
@@ -127,6 +141,13 @@ const tp_config_entry_t tp_core_config[] = {
      "the GPUs a host's ranks take by local rank: PCI bus ids (0000:3b:00.0) or indexes in bus id order, "
      "comma-separated; overrides CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES",
      NULL},
+    {"TP_HCA", "hca", TP_CONFIG_STRING, TP_CONFIG_USER, "",
+     "RoCE HCA ports to consider, as NCCL_IB_HCA: prefixes (mlx5), =exact names, ^excluded, name:port for one port; "
+     "empty: every active port, those on a /24 a peer also lists first",
+     check_hca},
+    {"TP_GID_INDEX", "gid_index", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
+     "the GID table index of the RoCE ports, or auto: the lowest IPv4 RoCE v2 GID on a /24 the peer also lists",
+     check_gid_index},
     {"TP_LOG_LEVEL", "log_level", TP_CONFIG_STRING, TP_CONFIG_USER, "warn", "error, warn, info, debug or trace",
      check_log_level},
     {"TP_ENV_CHECKED", "env_checked", TP_CONFIG_BOOL, TP_CONFIG_TPRUN, "0",

@@ -10,8 +10,9 @@ libtp_la_SOURCES = \
 	runtime/runtime_dl.c runtime/runtime_dl.h \
 	runtime/runtime_log.c runtime/runtime_log.h \
 	runtime/runtime_status.c
-# Topology readers (sysfs under TP_SYSFS_ROOT), shared with tprun.
-libtp_la_SOURCES += runtime/topo_sysfs.c runtime/topo_sysfs.h
+# Topology readers (sysfs under TP_SYSFS_ROOT), shared with tprun: the core table checks TP_HCA with their grammar.
+TP_CONFIG_TABLES += runtime/topo_sysfs.c runtime/topo_sysfs.h runtime/topo_hca.c runtime/topo_hca.h
+libtp_la_SOURCES += runtime/topo_report.c runtime/topo_report.h
 # Each local rank's GPU when no tprun gave it one (tp_gpu_of_local_rank), shared with tprun.
 libtp_la_SOURCES += runtime/topo_gpu.c runtime/topo_gpu.h
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm

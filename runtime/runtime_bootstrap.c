@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "runtime_iface.h"
+#include "topo_report.h"
 #include "runtime_log.h"
 #include "runtime_record.h"
 #include "runtime_wire.h"
@@ -475,6 +476,7 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
     else if (gethostname(me.host, sizeof(me.host)) != 0 || me.host[0] == '\0') snprintf(me.host, sizeof(me.host), "?");
     me.host[sizeof(me.host) - 1] = '\0';
     tp_iface_publish(me.ifaces, sizeof(me.ifaces));
+    tp_topo_publish(&me);
     snprintf(me.boot_ip, sizeof(me.boot_ip), "%s", w->advertise_ip);
     snprintf(me.addresses, sizeof(me.addresses), "%s", w->my_addresses);
     tp_kernel_identity(me.kernel, sizeof(me.kernel));

@@ -247,20 +247,15 @@ static const char *iface_of_ip(const tp_iface_state_t *st, const char *ip)
     return NULL;
 }
 
-/* A report line in the log's format, written whole, whatever TP_LOG_LEVEL is. */
+/* The per-peer detail behind --report-bindings' table: debug level (TP_LOG_LEVEL=debug). */
 static void report(const tp_world_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report(const tp_world_t *w, const char *fmt, ...)
 {
-    char line[1024];
-    int n = snprintf(line, sizeof(line), "tp rank %d (%s:%d) iface: ", w->rank, w->peers[w->rank].host, (int)getpid());
+    (void)w;
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    tp_log_v(TP_LOG_DEBUG, "iface", fmt, ap);
     va_end(ap);
-    n += m > 0 ? m : 0;
-    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    tp_log_write_all(STDERR_FILENO, line, (size_t)n);
 }
 
 /* A peer reached without a network interface (shm, or TCP when the whole job is on loopback). */
@@ -275,9 +270,7 @@ static void report_same_host(const tp_world_t *w, int p, const char *(*transport
 void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t *w, int peer, int *ip_endpoints))
 {
     tp_iface_state_t *st = w->iface_state;
-    int rep = 0;
-    char ignore[128];
-    tp_config_parse_bool("TP_REPORT_BINDINGS", tp_config_value("TP_REPORT_BINDINGS"), &rep, ignore, sizeof(ignore));
+    int rep = tp_log_enabled(TP_LOG_DEBUG);
     if (st == NULL || !st->any) { /* one host: no interface was chosen, but every peer still gets its line */
         for (int p = 0; rep && p < w->size; p++)
             if (p != w->rank) report_same_host(w, p, transport_of);
@@ -350,6 +343,37 @@ void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t
             report(w, "NCCL_SOCKET_IFNAME=%s GLOO_SOCKET_IFNAME=%s", getenv("NCCL_SOCKET_IFNAME"),
                    getenv("GLOO_SOCKET_IFNAME"));
     }
+}
+
+void tp_iface_describe(const tp_world_t *w, int p, char *out, size_t len)
+{
+    const tp_iface_state_t *st = w->iface_state;
+    snprintf(out, len, "%s", p != w->rank && strcmp(w->peers[p].host, w->peers[w->rank].host) == 0 ? "same host" : "-");
+    if (st == NULL || !st->any) return;
+    if (p == w->rank) { /* this rank's interfaces toward every peer */
+        size_t o = 0;
+        for (int q = 0; q < w->size; q++) {
+            const char *name = st->links[q].local_ip[0] ? iface_of_ip(st, st->links[q].local_ip) : NULL;
+            char key[40], have[260];
+            snprintf(key, sizeof(key), ",%s,", name ? name : "");
+            snprintf(have, sizeof(have), ",%.*s,", (int)o, out);
+            if (name == NULL || (o > 0 && strstr(have, key) != NULL)) continue;
+            o += (size_t)snprintf(out + o, len > o ? len - o : 0, "%s%s %s", o ? "," : "", name, st->links[q].local_ip);
+        }
+        if (o == 0) snprintf(out, len, "-");
+        return;
+    }
+    const tp_iface_link_t *l = &st->links[p];
+    if (l->same_host || l->local_ip[0] == '\0') {
+        snprintf(out, len, "same host");
+        return;
+    }
+    tp_iface_t theirs[TP_IFACES_MAX];
+    int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX);
+    const char *name = "?";
+    for (int j = 0; j < nt; j++)
+        if (strcmp(theirs[j].ip, l->peer_ip) == 0) name = theirs[j].name;
+    snprintf(out, len, "%s %s", name, l->peer_ip);
 }
 
 void tp_iface_free(tp_world_t *w)

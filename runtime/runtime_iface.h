@@ -63,6 +63,9 @@ void tp_iface_connected(void *ctx, int peer, const char *local, const char *remo
  * the same host). */
 void tp_iface_finish(struct tp_world *w,
                      const char *(*transport_of)(const struct tp_world *w, int peer, int *ip_endpoints));
+/* The report's TCP column: for this rank, the interfaces it uses toward its peers ("mgmt0 198.18.1.1"); for a
+ * peer, the interface at its end of its connection with this rank; "same host" or "-" (one host). */
+void tp_iface_describe(const struct tp_world *w, int p, char *out, size_t len);
 void tp_iface_free(struct tp_world *w);
 
 #endif

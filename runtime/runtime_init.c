@@ -14,6 +14,7 @@
 #include "runtime_pmix.h"
 #include "runtime_record.h"
 #include "runtime_transports.h"
+#include "topo_report.h"
 
 struct tp_attr {
     tp_setting_t *settings;
@@ -145,6 +146,7 @@ static tp_status_t singleton_table(tp_world_t *w)
     me->host[sizeof(me->host) - 1] = '\0';
     snprintf(me->boot_ip, sizeof(me->boot_ip), "%s", w->advertise_ip);
     snprintf(me->addresses, sizeof(me->addresses), "%s", w->my_addresses);
+    tp_topo_publish(me);
     tp_records_derive_locality(w->peers, 1);
     return TP_OK;
 }
@@ -206,6 +208,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
     if ((s = tp_transports_connect(w)) != TP_OK) goto err_transports;
     tp_iface_finish(w, tp_transports_name); /* before the engine creates NCCL or Gloo: they see the same interfaces */
+    tp_topo_finish(w);                      /* and the same HCA ports */
     tp_comm_t *comm = world_comm_create(w);
     if (comm == NULL) {
         s = TP_ERR_NO_MEMORY;

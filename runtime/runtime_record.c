@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "runtime_iface.h"
+#include "topo_hca.h"
 
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len)
 {
@@ -57,9 +58,9 @@ int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, in
     size_t used = 0;
     int n = snprintf(out, out_len,
                      "rank=%d\npid=%d\nhost=%s\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\nboot_ip=%s\naddresses=%s\n"
-                     "kernel=%s\nifaces=%s\n",
+                     "kernel=%s\nifaces=%s\nhcas=%s\nhca_skip=%s\ngpu=%s\ncpus=%s\nnuma=%s\nbind_why=%s\n",
                      r->rank, (int)r->pid, r->host, r->local_rank, r->local_size, r->node_rank, r->boot_ip,
-                     r->addresses, r->kernel, r->ifaces);
+                     r->addresses, r->kernel, r->ifaces, r->hcas, r->hca_skip, r->gpu, r->cpus, r->numa, r->bind_why);
     if (n < 0 || (size_t)n >= out_len) return -1;
     used = (size_t)n;
     for (int i = 0; i < num_settings; i++) {
@@ -146,6 +147,16 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
             bit = 512;
         }
         else if (strcmp(k, "kernel") == 0) ok = copy_field(v, r->kernel, sizeof(r->kernel)), bit = 256;
+        else if (strcmp(k, "hcas") == 0) {
+            tp_hca_gid_t g[TP_HCA_GIDS_MAX];
+            ok = copy_field(v, r->hcas, sizeof(r->hcas)) && tp_hca_parse(v, g, TP_HCA_GIDS_MAX) >= 0;
+            bit = 1024;
+        }
+        else if (strcmp(k, "hca_skip") == 0) ok = copy_field(v, r->hca_skip, sizeof(r->hca_skip)), bit = 2048;
+        else if (strcmp(k, "gpu") == 0) ok = copy_field(v, r->gpu, sizeof(r->gpu)), bit = 4096;
+        else if (strcmp(k, "cpus") == 0) ok = copy_field(v, r->cpus, sizeof(r->cpus)), bit = 8192;
+        else if (strcmp(k, "numa") == 0) ok = copy_field(v, r->numa, sizeof(r->numa)), bit = 16384;
+        else if (strcmp(k, "bind_why") == 0) ok = copy_field(v, r->bind_why, sizeof(r->bind_why)), bit = 32768;
         else if (strncmp(k, "set.", 4) == 0) {
             ok = tp_setting_valid(k + 4, v, why, why_len) && out->num_settings < TP_SETTINGS_MAX;
             if (ok) {
@@ -175,7 +186,7 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         }
         seen |= bit;
     }
-    if (seen != 1023) {
+    if (seen != 65535) {
         snprintf(why, why_len, "record lacks required fields");
         goto bad;
     }

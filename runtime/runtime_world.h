@@ -27,6 +27,14 @@ typedef struct tp_peer_record {
     char kernel[80];              /* boot id and pid namespace: equal means its pid is valid here */
     char addresses[TP_PUBLISHED_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
     char ifaces[TP_ADDRS_MAX];    /* its IPv4 interfaces (TP_IFNAME applied): "eth0:10.0.0.2/24,ib0:..." */
+    /* Topology (runtime/topo_report.c): its RoCE GIDs "hca:port:gid:ip:dist,...", the ports left out and why, and
+     * its binding as tprun set it, for the per-peer HCA pick and rank 0's report. */
+    char hcas[TP_ADDRS_MAX];
+    char hca_skip[TP_ADDRS_MAX];
+    char gpu[32];       /* PCI bus id, "-" when none is known */
+    char cpus[256];
+    char numa[16];
+    char bind_why[128];
 } tp_peer_record_t;
 
 /* A key/value that must match on every rank. */

@@ -2,13 +2,13 @@
 # conformance.sh: every collective and send/recv case of tests/coll_check --conformance (every type, op and root, in
 # place and out of place, sizes 0, 1, odd, around the part, a few MiB, on sub-communicators), bit for bit, at 2, 3, 4
 # and 8 ranks, over every transport libtp registers (coll_check --transports lists them: a new transport is tested
-# by registering it). Each run keeps only that transport (TP_TRANSPORTS) and must report every peer reached over it.
+# by registering it). Each run keeps only that transport (TP_TRANSPORTS) and must log every peer reached over it.
 set -u
 TPRUN=${TPRUN:-./tprun}
 PROG=${PROG:-./tests/coll_check}
 # CONFORMANCE_TIMEOUT_S bounds each run: a lost frame hangs a call rather than failing it.
-export TP_PART_BYTES=64K TP_REPORT_BINDINGS=1
-unset TP_LOG_LEVEL
+# At debug level each rank logs the transport that reaches each peer (--report-bindings' per-peer detail).
+export TP_PART_BYTES=64K TP_LOG_LEVEL=debug
 
 names=$("$PROG" --transports) || { echo "FAIL: $PROG --transports: status $?"; exit 1; }
 [ -n "$names" ] || { echo "FAIL: $PROG --transports lists no transport"; exit 1; }
@@ -17,7 +17,7 @@ for name in $names; do
     for n in 2 3 4 8; do
         out=$(TP_TRANSPORTS=$name timeout -k 5 "${CONFORMANCE_TIMEOUT_S:-120}" "$TPRUN" -n "$n" "$PROG" --conformance 2>&1)
         rc=$?
-        # TP_REPORT_BINDINGS: each rank names the transport that reaches each peer (n * (n - 1) lines).
+        # Each rank names the transport that reaches each peer (n * (n - 1) lines).
         via=$(echo "$out" | grep -cE "^tp rank [0-9]+ \([^)]*\) iface: rank [0-9]+ \(host [^)]*\): $name, ")
         if [ "$rc" -ne 0 ] || ! echo "$out" | grep -q "^coll_check: $n ranks, .*: all match$"; then
             echo "FAIL: $name, $n ranks: status $rc"

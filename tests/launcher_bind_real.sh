@@ -129,4 +129,20 @@ expect_eq "$what: a host with more ranks than GPUs: status" "$?" 125
 grep -q "^tprun: host h2: the launch failed: 3 ranks but 2 GPUs (CUDA_VISIBLE_DEVICES=3,2): start at most 2" "$T/err" ||
     fail "$what: a host with more ranks than GPUs: stderr '$(cat "$T/err")'"
 [ -s "$T/out" ] && fail "$what: a rank ran on a host that failed the launch"
+
+# Ranks another launcher started (mpirun) have no TP_BIND_WHY: libtp takes the GPU of their local rank itself
+# (tp_gpu_of_local_rank), and warns when the host has too few; tprun's ranks never guess (--gpus-per-rank 0).
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+if command -v "$MPIRUN" >/dev/null 2>&1 && [ -x "$builddir/tests/runtime_rank" ]; then
+    what="mpirun"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TP_SYSFS_ROOT=$G TP_REPORT_BINDINGS=1 timeout -k 5 30 \
+        "$MPIRUN" --oversubscribe -x TP_SYSFS_ROOT -x TP_REPORT_BINDINGS -n 2 "$builddir/tests/runtime_rank" boot \
+        >"$T/out" 2>&1
+    expect_eq "$what: status" "$?" 0
+    rows=$(sed -n 's/^tp rank 0 ([^)]*) bindings: [^ ]* *\([01]\) .* \(0000:[0-9a-f:.]*\) .*/\1 \2/p' "$T/out" | tr '\n' ' ')
+    expect_eq "$what: each rank's GPU by local rank" "$rows" "0 0000:1b:00.0 1 0000:3b:00.0 "
+    TP_SYSFS_ROOT=$G "$TPRUN" -n 5 --gpus-per-rank 0 "$builddir/tests/runtime_rank" boot >"$T/out" 2>&1
+    expect_eq "tprun --gpus-per-rank 0, 5 ranks on 4 GPUs: status" "$?" 0
+    grep -q "warning" "$T/out" && fail "tprun --gpus-per-rank 0: libtp guessed: $(grep warning "$T/out")"
+fi
 finish

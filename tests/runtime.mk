@@ -24,6 +24,7 @@ TESTS += tests/config_doc.sh tests/runtime_unknown_env.sh
 # A planted component's table in a list of the test's own: the walks over the list see it.
 check_PROGRAMS += tests/config_components
 tests_config_components_SOURCES = tests/config_components.c tests/unit_check.h runtime/core_config.c \
+	runtime/topo_sysfs.c runtime/topo_hca.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c
 tests_config_components_LDADD = -lm
 TESTS += tests/config_components tests/config_info.sh

@@ -23,10 +23,13 @@ if [ -x "$TPRUN" ]; then
         [ $st -eq 0 ] && [ "$(echo "$out" | grep -c '^ready')" -eq "$n" ] && [ "$jobs_seen" -eq 1 ] &&
             pass "tprun -n $n" || fail "tprun -n $n: status $st: $out"
     done
-    # --report-bindings on one host: every rank names each peer and how it is reached.
+    # --report-bindings on one host: rank 0's table has a row per rank; at debug level every rank names each peer
+    # and how it is reached.
     for hosts in "" "-H localhost,127.0.0.1:2"; do
-        out=$(timeout 30 "$TPRUN" -n 3 $hosts --report-bindings "$RANK_PROG" boot 2>&1)
+        out=$(TP_LOG_LEVEL=debug timeout 30 "$TPRUN" -n 3 $hosts --report-bindings "$RANK_PROG" boot 2>&1)
         st=$? ok=1
+        [ "$(echo "$out" | grep -c '^tp rank 0 ([^)]*) bindings: [^ ]*  *[012]  *[012]  ')" = 3 ] &&
+            [ "$(echo "$out" | grep -c '^tp rank [12] ([^)]*) bindings: ')" = 0 ] || ok=0
         for r in 0 1 2; do
             for p in 0 1 2; do
                 [ $r = $p ] && continue

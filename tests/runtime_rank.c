@@ -24,7 +24,7 @@ static void on_failure(const tp_failure_t *f, void *arg)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: runtime_rank boot|spin|block|die RANK SIG|exit RANK CODE|finalize-die RANK "
+    fprintf(stderr, "usage: runtime_rank boot|nccl-env|spin|block|die RANK SIG|exit RANK CODE|finalize-die RANK "
                     "[--setting KEY=VALUE]... [--callback-ms MS]\n");
     exit(2);
 }
@@ -69,7 +69,12 @@ int main(int argc, char **argv)
     printf("ready rank %d of %d pid %d local %d/%d node %d job %s\n", my_rank, tp_comm_size(world), (int)getpid(),
            tp_comm_local_rank(world), tp_comm_local_size(world), tp_comm_node_rank(world), tp_comm_job_id(world));
     fflush(stdout);
-    if (strcmp(mode, "boot") == 0) return tp_finalize(world) == TP_OK ? 0 : 1;
+    if (strcmp(mode, "nccl-env") == 0) { /* what tp_init left for NCCL to read */
+        const char *h = getenv("NCCL_IB_HCA"), *g = getenv("NCCL_IB_GID_INDEX");
+        printf("rank %d env: NCCL_IB_HCA=%s NCCL_IB_GID_INDEX=%s\n", my_rank, h ? h : "(unset)", g ? g : "(unset)");
+        fflush(stdout);
+    }
+    if (strcmp(mode, "boot") == 0 || strcmp(mode, "nccl-env") == 0) return tp_finalize(world) == TP_OK ? 0 : 1;
     if (my_rank == victim && strcmp(mode, "die") == 0) raise(arg);
     if (my_rank == victim && strcmp(mode, "exit") == 0) _exit(arg);
     if (strcmp(mode, "block") == 0 || (victim >= 0 && my_rank != victim)) {

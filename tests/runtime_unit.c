@@ -219,6 +219,29 @@ static void test_records(void)
         p = bad[i];
         CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_ERR_PROTOCOL, "bad record %zu refused", i);
     }
+    /* The topology fields travel, and a malformed GID list is refused like any bad field. */
+    strcpy(r.hcas, "rocep1s0f1:1:3:10.1.1.1:6");
+    strcpy(r.hca_skip, "roceP2p1s0f0:1 not active (state 1: DOWN)");
+    strcpy(r.gpu, "0000:3b:00.0");
+    strcpy(r.cpus, "0-15,32-47");
+    strcpy(r.numa, "0");
+    strcpy(r.bind_why, "nearest GPU 0000:3b:00.0");
+    n = tp_record_format(&r, set, 0, buf, sizeof(buf));
+    p = buf;
+    CHECK(n > 0 && tp_record_parse(&p, &c, why, sizeof(why)) == TP_OK && strcmp(c.record.hcas, r.hcas) == 0 &&
+              strcmp(c.record.hca_skip, r.hca_skip) == 0 && strcmp(c.record.gpu, r.gpu) == 0 &&
+              strcmp(c.record.cpus, r.cpus) == 0 && strcmp(c.record.numa, "0") == 0 &&
+              strcmp(c.record.bind_why, r.bind_why) == 0,
+          "topology fields round trip: %s", why);
+    tp_checkin_free(&c);
+    char *h = strstr(buf, "hcas=");
+    CHECK(h != NULL, "hcas line");
+    if (h != NULL) {
+        memcpy(h + 5, "rocep1s0f1:0", 12); /* port 0 */
+        p = buf;
+        CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "hcas") != NULL,
+              "bad hcas refused: %s", why);
+    }
 }
 
 static void test_settings(void)

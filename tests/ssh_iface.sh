@@ -3,12 +3,14 @@
 # none (the routed address, with a warning), and NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to match.
 . "$(dirname "$0")/netns_lib.sh"
 
-# report NAME HOSTS [VAR=VALUE...]: tprun --report-bindings of two boot ranks; the output in $out.
+# report NAME HOSTS [VAR=VALUE...]: tprun --report-bindings of two boot ranks, with the per-peer detail (debug level);
+# the output in $out.
 report() {
     local name=$1 hosts=$2
     shift 2
     step "--report-bindings -H $hosts: $name"
-    out=$(env "$@" ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" --report-bindings -n 2 -H "$hosts" "$RANK_PROG" boot 2>&1)
+    out=$(env TP_LOG_LEVEL=debug "$@" ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" --report-bindings -n 2 -H "$hosts" \
+        "$RANK_PROG" boot 2>&1)
     st=$?
     [ $st = 0 ] || fail "$name: status $st: $out"
 }
