@@ -24,6 +24,9 @@ tprun_SOURCES = \
 	runtime/runtime_proc.c runtime/runtime_proc.h \
 	$(TP_CONFIG_TABLES) \
 	runtime/runtime_dl.c runtime/runtime_dl.h
-tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm -I$(top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS)
+# The binding service: GPUs by local rank (runtime/topo_gpu.c, shared with libtp), CPUs and memory with hwloc.
+tprun_SOURCES += launcher/bind/bind.h launcher/bind/bind_plan.c launcher/bind/bind_service.c \
+	runtime/topo_gpu.c runtime/topo_gpu.h
+tprun_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/launcher -I$(top_srcdir)/launcher/slurm -I$(top_srcdir)/launcher/pmix $(TP_PMIX_CFLAGS) $(HWLOC_CFLAGS)
 # libpmix is dlopen'd by tprun --pmix only (launcher/pmix/tprun_pmix.c), never linked.
-tprun_LDADD = -lm -ldl
+tprun_LDADD = -lm -ldl $(HWLOC_LIBS)

@@ -3,6 +3,7 @@
 
 #include <ftw.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
@@ -11,12 +12,13 @@
 #include "tprun_args.h"
 #include "tprun_spawn.h"
 
-extern const tprun_service_ops_t tprun_slurm_service, tprun_pmix_service;
+extern const tprun_service_ops_t tprun_slurm_service, tprun_pmix_service, tprun_bind_service;
 
 /* The services, in the order their hooks run. */
 static const tprun_service_ops_t *const services[] = {
     &tprun_slurm_service, /* under Slurm: each rank's own SLURM_PROCID, ... (launcher/slurm) */
     &tprun_pmix_service,  /* --pmix: a PMIx server per host (launcher/pmix) */
+    &tprun_bind_service,  /* each rank's GPU, CPUs and memory (launcher/bind) */
 };
 #define NUM_SERVICES (sizeof(services) / sizeof(services[0]))
 
@@ -198,8 +200,49 @@ void tprun_services_child_exec(const tprun_job_t *job, int r)
     }
 }
 
+/* The environments the services' rank_env hooks built: arrays and their strings. */
+static char **env_mem;
+static size_t env_count;
+
+static int env_named(const char *entry, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(names[i]);
+        if (strncmp(entry, names[i], l) == 0 && entry[l] == '=') return 1;
+    }
+    return 0;
+}
+
+char **tprun_services_env_rebuild(tprun_job_t *job, int i, const char *const *drop, size_t ndrop, size_t add,
+                                  size_t add_bytes, char **strings, size_t *k)
+{
+    size_t n = 0;
+    for (char **e = job->envp[i]; e != NULL && *e != NULL; e++) n++;
+    char **mem = realloc(env_mem, (env_count + 2) * sizeof(char *));
+    if (mem != NULL) env_mem = mem;
+    char **env = malloc((n + add + 1) * sizeof(char *));
+    char *s = malloc(add_bytes > 0 ? add_bytes : 1);
+    if (mem == NULL || env == NULL || s == NULL) {
+        free(env);
+        free(s);
+        tp_log(TP_LOG_ERROR, "spawn", "out of memory for rank %d's environment", job->ranks[i].id);
+        return NULL;
+    }
+    env_mem[env_count++] = (char *)env;
+    env_mem[env_count++] = s;
+    *k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (!env_named(job->envp[i][j], drop, ndrop)) env[(*k)++] = job->envp[i][j];
+    *strings = s;
+    return env;
+}
+
 void tprun_services_job_over(void)
 {
+    for (size_t i = 0; i < env_count; i++) free(env_mem[i]);
+    free(env_mem);
+    env_mem = NULL;
+    env_count = 0;
     /* Every service, on or not: a refusal may come after a plan line allocated or a tmpdir was made. */
     for (size_t i = 0; i < NUM_SERVICES; i++)
         if (services[i]->job_over != NULL) services[i]->job_over();

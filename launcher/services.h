@@ -87,6 +87,13 @@ int tprun_services_agent_keeps(void);
 tp_status_t tprun_services_rank_envs(struct tprun_job *job);
 void tprun_services_child_exec(const struct tprun_job *job, int i);
 void tprun_services_job_over(void);
+/*
+ * For a rank_env hook: rank i's entries except those named in drop, with room after them for add entries and
+ * add_bytes of strings at *strings; *k is the entries copied. The memory lives until tprun_services_job_over.
+ * NULL (logged) when out of memory.
+ */
+char **tprun_services_env_rebuild(struct tprun_job *job, int i, const char *const *drop, size_t ndrop, size_t add,
+                                  size_t add_bytes, char **strings, size_t *k);
 
 /* ---- what the keeper removes when tprun or an agent dies without ending the job ---- */
 /* Registers a path (a directory tree) the keeper removes; call before the keeper starts. */

@@ -28,6 +28,17 @@ int tprun_env_is_launcher_var(const char *name, size_t len, int torch_env)
     return 0;
 }
 
+static const char *const bind_modes[] = {"gpu", "none", "core", "numa"};
+
+int tprun_bind_mode_parse(const char *text)
+{
+    for (int m = 0; m < (int)(sizeof(bind_modes) / sizeof(bind_modes[0])); m++)
+        if (strcmp(text, bind_modes[m]) == 0) return m;
+    return -1;
+}
+
+const char *tprun_bind_mode_name(int mode) { return bind_modes[mode]; }
+
 static const char *env_lookup(char *const *envp, const char *name)
 {
     size_t n = strlen(name);
@@ -265,6 +276,21 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
                 return TP_ERR_INVALID;
             if (v[0] == '\0') return snprintf(err, err_len, "%s: expected a file name, got \"\"", name), TP_ERR_INVALID;
             plan->json_summary = v;
+        } else if (strcmp(name, "--bind-to") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "gpu, numa, core or none", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if ((plan->bind_to = tprun_bind_mode_parse(v)) < 0)
+                return snprintf(err, err_len, "%s: expected gpu, numa, core or none, got \"%s\"", name,
+                                tp_quote(v, q, sizeof(q))),
+                       TP_ERR_INVALID;
+        } else if (strcmp(name, "--gpus-per-rank") == 0) {
+            if ((v = option_value(argc, argv, &i, attached, name, "0 or 1", err, err_len)) == NULL)
+                return TP_ERR_INVALID;
+            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+                return snprintf(err, err_len, "%s: expected 0 (no GPU per rank) or 1, got \"%s\"", name,
+                                tp_quote(v, q, sizeof(q))),
+                       TP_ERR_INVALID;
+            plan->gpus_per_rank = v[0] - '0';
         } else if (strcmp(name, "--wdir") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "a directory", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
@@ -412,6 +438,9 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
     if ((v = env_lookup(envp, "TP_TORCH_ENV")) != NULL &&
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
+    plan->gpus_per_rank = 1;
+    if ((v = env_lookup(envp, "TP_BIND_TO")) != NULL && tprun_bind_mode_parse(v) >= 0)
+        plan->bind_to = tprun_bind_mode_parse(v);
     plan->launcher = env_lookup(envp, "TP_LAUNCHER");
     const char *launcher_from = plan->launcher ? "TP_LAUNCHER" : NULL;
     if ((v = env_lookup(envp, "TP_PMIX")) != NULL && /* PMIx server hook */
@@ -464,6 +493,10 @@ void tprun_usage(int fd)
                 "                        tprun adds -T -o BatchMode=yes -o ConnectTimeout=TP_SSH_TIMEOUT\n"
                 "      --wdir DIR        every rank starts in DIR (default: the current directory)\n"
                 "      --report-bindings rank 0 prints a table of every rank's CPUs, GPU, HCA ports and interface, and why\n"
+                "      --bind-to HOW     bind each rank's CPUs and memory: gpu (the NUMA node nearest its GPU, else\n"
+                "                        its HCA; unbound without either), numa (also by local rank without them),\n"
+                "                        core (one core each, within that node) or none (default: TP_BIND_TO, gpu)\n"
+                "      --gpus-per-rank N 1: each rank gets its own GPU by local rank (CUDA_VISIBLE_DEVICES); 0: none\n"
                 "      --launcher HOW    auto (srun starts the agents inside a Slurm allocation, else fork and ssh), local\n"
                 "                        or slurm\n"
                 "                        (default: TP_LAUNCHER, auto)\n"

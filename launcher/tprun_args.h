@@ -25,6 +25,12 @@ typedef struct tprun_host {
     int node;   /* TP_NODE_RANK of its ranks: its index among the hosts that got ranks */
 } tprun_host_t;
 
+/* --bind-to: gpu (the default) binds only when a GPU or an HCA says where; numa and core always try. */
+enum { TPRUN_BIND_GPU = 0, TPRUN_BIND_NONE, TPRUN_BIND_CORE, TPRUN_BIND_NUMA };
+/* "gpu", "none", "core" or "numa" to its mode, else -1; and back. */
+int tprun_bind_mode_parse(const char *text);
+const char *tprun_bind_mode_name(int mode);
+
 /* Rank placement over the hosts' slots: fill each host in turn, or deal ranks round-robin. */
 enum { TPRUN_MAP_SLOT = 0, TPRUN_MAP_NODE = 1 };
 
@@ -51,6 +57,8 @@ typedef struct tprun_plan {
     double ssh_timeout_s;
     char *wdir;      /* --wdir, else the current directory (remote ranks start there) */
     int report_bindings;
+    int bind_to;       /* --bind-to or TP_BIND_TO: TPRUN_BIND_* */
+    int gpus_per_rank; /* --gpus-per-rank: 1 (the default), or 0: tprun gives ranks no GPU */
     int pmix;           /* --pmix or TP_PMIX: tprun hosts a PMIx server for its ranks */
     const char *launcher; /* --launcher or TP_LAUNCHER: auto, local or slurm */
     const char *json_summary; /* --json-summary FILE, or NULL (points into the caller's argv) */

@@ -1,6 +1,19 @@
 /* tprun_config.c: tprun's own TP_* table; data, so that libtp knows these names too (no unknown-variable
  * warning for them in a rank). */
+#include <stdio.h>
+#include <string.h>
+
 #include "runtime_config.h"
+#include "runtime_log.h"
+
+static tp_status_t check_bind_to(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (strcmp(text, "gpu") == 0 || strcmp(text, "numa") == 0 || strcmp(text, "core") == 0 || strcmp(text, "none") == 0)
+        return TP_OK;
+    snprintf(err, err_len, "TP_BIND_TO: expected gpu, numa, core or none, got \"%s\"", tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
 
 const tp_config_entry_t tp_tprun_config[] = {
     {"TP_KILL_GRACE", "kill_grace", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
@@ -15,6 +28,8 @@ const tp_config_entry_t tp_tprun_config[] = {
      "tprun: how ranks start: local (fork), slurm (srun starts tprun's agent on each node), or auto (slurm when SLURM_JOB_ID is set)", NULL},
     {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",
      "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort", NULL},
+    {"TP_BIND_TO", "bind_to", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "gpu",
+     "tprun: bind each rank's CPUs and memory (as --bind-to): gpu, numa, core or none", check_bind_to},
     {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
      "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT", NULL},
     {0},

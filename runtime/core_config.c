@@ -97,6 +97,17 @@ const tp_config_entry_t tp_core_config[] = {
      "this rank's host as named on tprun's command line (peer records and messages use it, not gethostname)", NULL},
     {"TP_JOB_KEY", "job_key", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER | TP_CONFIG_SECRET, NULL,
      "the job's secret (32 hex digits); every connection proves it knows it; never printed", NULL},
+    /* What tprun's binding service (launcher/bind) chose for the rank; absent under other launchers. */
+    {"TP_GPU_BUS_ID", "gpu_bus_id", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "the PCI bus id of this rank's GPU (0000:3b:00.0), the one its CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES names",
+     NULL},
+    {"TP_BIND_CPUS", "bind_cpus", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "the CPUs tprun bound this rank to (0-15,32-47), or those it inherited when not bound", NULL},
+    {"TP_BIND_NUMA", "bind_numa", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "the NUMA node this rank's memory is bound to, or - when not bound", NULL},
+    {"TP_BIND_WHY", "bind_why", TP_CONFIG_STRING, TP_CONFIG_LAUNCHER, NULL,
+     "why tprun bound this rank as it did (nearest GPU 0000:3b:00.0, --bind-to none, oversubscribed: not bound, ...)",
+     NULL},
     /* Settings a user may change; those marked agree must match on every rank. */
     {"TP_BOOT_TIMEOUT", "boot_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "60",
      "seconds to wait for every rank to check in before the bootstrap fails naming the missing ranks", NULL},
@@ -126,6 +137,10 @@ const tp_config_entry_t tp_core_config[] = {
     {"TP_SYSFS_ROOT", "sysfs_root", TP_CONFIG_STRING, TP_CONFIG_USER, "/sys",
      "where sysfs is read (GPUs, HCAs, NUMA nodes): another directory replays a captured or generated machine",
      check_sysfs_root},
+    {"TP_GPUS", "gpus", TP_CONFIG_STRING, TP_CONFIG_USER, "",
+     "the GPUs a host's ranks take by local rank: PCI bus ids (0000:3b:00.0) or indexes in bus id order, "
+     "comma-separated; overrides CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and ROCR_VISIBLE_DEVICES",
+     NULL},
     {"TP_HCA", "hca", TP_CONFIG_STRING, TP_CONFIG_USER, "",
      "RoCE HCA ports to consider, as NCCL_IB_HCA: prefixes (mlx5), =exact names, ^excluded, name:port for one port; "
      "empty: every active port, those on a /24 a peer also lists first",

@@ -14,6 +14,8 @@ libtp_la_SOURCES = \
 # Topology readers (sysfs under TP_SYSFS_ROOT), shared with tprun: the core table checks TP_HCA with their grammar.
 TP_CONFIG_TABLES += runtime/topo_sysfs.c runtime/topo_sysfs.h runtime/topo_hca.c runtime/topo_hca.h
 libtp_la_SOURCES += runtime/topo_report.c runtime/topo_report.h
+# Each local rank's GPU when no tprun gave it one (tp_gpu_of_local_rank), shared with tprun.
+libtp_la_SOURCES += runtime/topo_gpu.c runtime/topo_gpu.h
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm
 libtp_la_LDFLAGS = -version-info 0:0:0
 # Only the API is exported: what include/tp.h and include/tp_provider.h declare with TP_API (tests/api_symbols.sh).

@@ -4,7 +4,7 @@ set -eu
 
 PACKAGES="
 build-essential autoconf automake libtool pkg-config
-libpmix-dev
+libpmix-dev libhwloc-dev
 openmpi-bin libopenmpi-dev mpich libmpich-dev
 hyperfine iproute2 openssh-server openssh-client procps python3 groff-base
 slurm-wlm munge

@@ -31,10 +31,13 @@ LAUNCHER_SHELL_TESTS = \
 	tests/launcher_concurrent.sh \
 	tests/launcher_oom.sh \
 	tests/launcher_summary.sh \
-	tests/launcher_fate.sh
+	tests/launcher_fate.sh \
+	tests/launcher_bind.sh tests/launcher_bind_real.sh
 TESTS += tests/launcher_args_test tests/launcher_pmix_unit tests/launcher_loop_unit tests/launcher_link_unit \
 	$(LAUNCHER_SHELL_TESTS)
 EXTRA_DIST += $(LAUNCHER_SHELL_TESTS) tests/launcher_lib.sh tests/fake_ssh.sh
+# hwloc topologies the binding tests replay (lstopo --input "pack:2 [numa] core:4 pu:2(indexes=...)" --of xml).
+EXTRA_DIST += tests/bind/two_numa_smt.xml tests/bind/four_numa.xml
 
 # The Slurm backend's reading of an allocation (launcher/slurm/slurm.c).
 check_PROGRAMS += tests/launcher_slurm_unit

@@ -14,6 +14,8 @@
  *   usr1exit=N   exit with status N on SIGUSR1 (a test's stand-in for libtp's fate path)
  *   refused      print "boot_refused=1" once connecting to TP_BOOT_ADDR is refused (within 5 s), else 0
  *   keeper       print "keeper PID" for tprun's keeper process (a child of tprun named tprun-keeper)
+ *   bind         print the GPU and binding variables, then cpus= (Cpus_allowed_list) and mem= (the memory policy:
+ *                bind:NODES or default), as the kernel has them
  * With "check-lines NRANKS N LEN" instead, reads tprun's output on stdin and checks every line is whole (a line
  * over 64 KiB in tprun's marked pieces, rejoined).
  */
@@ -27,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,6 +190,36 @@ static int check_lines(int nranks, long count, long linelen)
     free(held);
     return bad;
 }
+/* What tprun's binding service gave this rank, and what the kernel says it is bound to. */
+static void print_bind(void)
+{
+    static const char *const names[] = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES",
+                                        "ROCR_VISIBLE_DEVICES", "TP_GPU_BUS_ID",     "TP_BIND_CPUS",
+                                        "TP_BIND_NUMA",         "TP_BIND_WHY"};
+    char out[4096], line[256] = "?";
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        len += (size_t)snprintf(out + len, sizeof(out) - len, "%d %s=%s\n", my_rank, names[i], v ? v : "<unset>");
+    }
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL && strncmp(line, "Cpus_allowed_list:", 18) != 0) {
+    }
+    if (f != NULL) fclose(f);
+    char *cpus = line + strspn(line + 18, " \t") + 18;
+    cpus[strcspn(cpus, "\n")] = '\0';
+    int mode = -1;
+    unsigned long mask[16] = {0};
+    char mem[256] = "?";
+    if (syscall(SYS_get_mempolicy, &mode, mask, 16 * 64, NULL, 0) == 0) {
+        size_t m = (size_t)snprintf(mem, sizeof(mem), "%s", mode == 0 ? "default" : mode == 2 ? "bind:" : "other:");
+        for (int n = 0; mode != 0 && n < 16 * 64; n++)
+            if (mask[n / 64] & (1ul << (n % 64)))
+                m += (size_t)snprintf(mem + m, sizeof(mem) - m, "%s%d", mem[m - 1] == ':' ? "" : ",", n);
+    }
+    len += (size_t)snprintf(out + len, sizeof(out) - len, "%d cpus=%s\n%d mem=%s\n", my_rank, cpus, my_rank, mem);
+    write_all(1, out, len);
+}
 
 static void on_term(int sig) { _exit(0); }
 
@@ -197,6 +230,8 @@ static void run_action(const char *a)
 {
     if (strcmp(a, "env") == 0) {
         print_env();
+    } else if (strcmp(a, "bind") == 0) {
+        print_bind();
     } else if (strncmp(a, "exit=", 5) == 0) {
         exit(atoi(a + 5));
     } else if (strncmp(a, "sig=", 4) == 0) {

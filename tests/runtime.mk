@@ -74,3 +74,9 @@ tests_fate_engine_LDADD = libtp.la
 tests_fate_engine_LDFLAGS = -no-install
 TESTS += tests/fate_cause.sh tests/stop_word.sh
 EXTRA_DIST += tests/fate_cause.sh tests/stop_word.sh
+# Each local rank's GPU when no tprun gave one (runtime/topo_gpu.c), on a fake sysfs tree it makes.
+check_PROGRAMS += tests/topo_gpu_unit
+tests_topo_gpu_unit_SOURCES = tests/topo_gpu_unit.c
+tests_topo_gpu_unit_LDADD = libtp_internal.la
+tests_topo_gpu_unit_LDFLAGS = -no-install
+TESTS += tests/topo_gpu_unit

@@ -19,7 +19,7 @@ r=$(echo "$out" | sed -n 's/^tp rank 0 ([^)]*) bindings: \(s2  *3  *1 .*\)$/\1/p
 [ "$r" = "s2 3 1 $CPUS - 0000:11:00.0 mlx5_1:1 10.10.1.2 gid 3, mlx5_0:1 10.10.0.2 gid 3, mlx5_2:1 10.10.2.2 gid 3, mlx5_3:1 10.10.3.2 gid 3, mlx5_4:1 10.10.4.2 gid 3, mlx5_5:1 10.10.5.2 gid 3, mlx5_6:1 10.10.6.2 gid 3, mlx5_7:1 10.10.7.2 gid 3 -" ] &&
     pass "rank 3's row" || fail "rank 3's row \"$r\" in: $out"
 table "why: the nearest GPU" \
-    "why: rank 3: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list, nearest the GPU 0000:11:00.0 first"
+    "why: rank 3: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list, nearest the GPU 0000:11:00.0 first"
 
 # Inactive and InfiniBand ports are left out, with the reason; e's DOWN port shares f's mlx5_1 /24 but is not used.
 hca e mlx5_0 pci0000:00/0000:00:01.0/0000:01:00.0
@@ -42,8 +42,8 @@ job "inactive and InfiniBand ports" e,f -n 2
 has "only active RoCE ports on a shared /24" "rank 0 env: NCCL_IB_HCA==mlx5_3:1 NCCL_IB_GID_INDEX=3" \
     "rank 1 env: NCCL_IB_HCA==mlx5_0:1 NCCL_IB_GID_INDEX=3"
 table "the report says why each other port is not used" \
-    "why: rank 0: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_0:1 link layer InfiniBand, not Ethernet (RoCE); not used: mlx5_1:1 not active (state 1: DOWN); not used: mlx5_2:1 not active (state 2: INIT); not used: mlx5_3:2 gid 3: no peer on another host lists 10.3.4.0/24" \
-    "why: rank 1: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_1:1 gid 3: no peer on another host lists 10.4.4.0/24"
+    "why: rank 0: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_0:1 link layer InfiniBand, not Ethernet (RoCE); not used: mlx5_1:1 not active (state 1: DOWN); not used: mlx5_2:1 not active (state 2: INIT); not used: mlx5_3:2 gid 3: no peer on another host lists 10.3.4.0/24" \
+    "why: rank 1: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_1:1 gid 3: no peer on another host lists 10.4.4.0/24"
 
 # A sparse GID table: empty entries, link-local ones, gaps, an IPv6 one, a v1-only address, an entry whose type the
 # kernel cannot give (index 7, on a /24 h lists: not usable), and a VLAN device's address at index 8: the one h
@@ -67,7 +67,7 @@ gid h mlx5_0 1 5 10.70.0.8 "RoCE v2" eth0.300
 job "sparse GID table with VLANs" g,h -n 2
 has "g uses the VLAN GID at index 8, h its index 3" "rank 0 env: NCCL_IB_HCA==mlx5_0:1 NCCL_IB_GID_INDEX=8" \
     "rank 1 env: NCCL_IB_HCA==mlx5_0:1 NCCL_IB_GID_INDEX=3"
-table "the report shows each rank's GID" "why: rank 0: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_0:1 gid 5: no peer on another host lists 10.5.5.0/24"
+table "the report shows each rank's GID" "why: rank 0: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list (no GPU known); not used: mlx5_0:1 gid 5: no peer on another host lists 10.5.5.0/24"
 r=$(echo "$out" | sed -n 's/^tp rank 0 ([^)]*) bindings: \(g  *0 .*\)$/\1/p' | tr -s ' ')
 [ "$r" = "g 0 0 $CPUS - - mlx5_0:1 10.50.0.7 gid 8 -" ] && pass "g's row" || fail "g's row \"$r\": $out"
 
@@ -80,7 +80,7 @@ has "index 5 on both" "rank 0 env: NCCL_IB_HCA==mlx5_0:1 NCCL_IB_GID_INDEX=5" \
 job "TP_GID_INDEX=2 (v1 entries only there)" g,h -n 2 -x TP_GID_INDEX=2
 has "no usable port: nothing exported" "rank 0 env: NCCL_IB_HCA=(unset) NCCL_IB_GID_INDEX=(unset)" \
     "rank 1 env: NCCL_IB_HCA=(unset) NCCL_IB_GID_INDEX=(unset)"
-table "the report says so" "why: rank 1: cpus: not bound by tprun; hca: no usable RoCE port; not used: mlx5_0:1 no IPv4 RoCE v2 GID at TP_GID_INDEX=2"
+table "the report says so" "why: rank 1: cpus: no GPU or HCA to bind near: not bound; hca: no usable RoCE port; not used: mlx5_0:1 no IPv4 RoCE v2 GID at TP_GID_INDEX=2"
 
 # The GID table changes between runs (an address removed and added again moves to new indexes): the second run
 # reads the new indexes; a's two rails now differ, so NCCL_IB_GID_INDEX cannot name both and is not set.

@@ -14,8 +14,8 @@ has "a and b pick the rails they share" \
 table "seed 001 report" \
     "host rank local cpus numa gpu hca ports tcp to rank 0" \
     "a 0 0 $CPUS - 0002:02:00.0 roceP2p1s0f1:1 10.2.1.1 gid 3, rocep1s0f1:1 10.1.1.1 gid 3 -" \
-    "why: rank 0: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list, nearest the GPU 0002:02:00.0 first; not used: roceP2p1s0f0:1 not active (state 1: DOWN); not used: rocep1s0f0:1 gid 3: no peer on another host lists 192.168.50.0/24" \
-    "why: rank 1: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list (no GPU known); not used: roceP2p1s0f0:1 gid 3: no peer on another host lists 10.9.9.0/24; not used: rocep1s0f0:1 gid 3: no peer on another host lists 172.16.5.0/24"
+    "why: rank 0: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list, nearest the GPU 0002:02:00.0 first; not used: roceP2p1s0f0:1 not active (state 1: DOWN); not used: rocep1s0f0:1 gid 3: no peer on another host lists 192.168.50.0/24" \
+    "why: rank 1: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list (no GPU known); not used: roceP2p1s0f0:1 gid 3: no peer on another host lists 10.9.9.0/24; not used: rocep1s0f0:1 gid 3: no peer on another host lists 172.16.5.0/24"
 echo "$out" | grep -q '^tp rank 0 ([^)]*) bindings: b  *1  *0  .* -  *roceP2p1s0f1:1 10.2.1.2 gid 3, rocep1s0f1:1 10.1.1.2 gid 3  *-$' &&
     pass "rank 1's row" || fail "rank 1's row: $out"
 hasnt "no warning with a shared /24" "warning"
@@ -47,14 +47,14 @@ has "no shared /24: PCI order and a warning" \
 echo "$out" | grep -q "^tp rank 0 (a:[0-9]*) hca: warning: rank 1 (host d): no RoCE port on a /24 it also lists (this rank: roceP2p1s0f1:1 10.2.1.1, rocep1s0f0:1 192.168.50.1, rocep1s0f1:1 10.1.1.1; it: mlx5_0:1 10.77.0.4); using every port, nearest the GPU first: set TP_HCA to the ports cabled to it$" &&
     echo "$out" | grep -q "^tp rank 1 (d:[0-9]*) hca: warning: rank 0 (host a): no RoCE port on a /24" &&
     pass "the warning names the ports and TP_HCA" || fail "no-/24 warning: $out"
-table "the why says so" "why: rank 1: cpus: not bound by tprun; hca: no /24 shared with rank 0 (host a): every port, nearest the GPU first (set TP_HCA)"
+table "the why says so" "why: rank 1: cpus: no GPU or HCA to bind near: not bound; hca: no /24 shared with rank 0 (host a): every port, nearest the GPU first (set TP_HCA)"
 
 # TP_HCA (NCCL_IB_HCA's grammar) narrows the ports on every rank before the match.
 job "TP_HCA excludes a rail" a,b -n 2 -x 'TP_HCA=^=roceP2p1s0f1'
 has "TP_HCA=^=roceP2p1s0f1 leaves rocep1s0f1" \
     "rank 0 env: NCCL_IB_HCA==rocep1s0f1:1 NCCL_IB_GID_INDEX=3" "rank 1 env: NCCL_IB_HCA==rocep1s0f1:1 NCCL_IB_GID_INDEX=3"
 table "the report names the exclusion" \
-    "why: rank 0: cpus: not bound by tprun; hca: on a /24 its peers on other hosts also list, nearest the GPU 0002:02:00.0 first; not used: roceP2p1s0f0:1 not active (state 1: DOWN); not used: roceP2p1s0f1:1 excluded by TP_HCA; not used: rocep1s0f0:1 gid 3: no peer on another host lists 192.168.50.0/24"
+    "why: rank 0: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list, nearest the GPU 0002:02:00.0 first; not used: roceP2p1s0f0:1 not active (state 1: DOWN); not used: roceP2p1s0f1:1 excluded by TP_HCA; not used: rocep1s0f0:1 gid 3: no peer on another host lists 192.168.50.0/24"
 job "TP_HCA names nothing usable" a,b -n 2 -x 'TP_HCA==mlx5_0'
 has "TP_HCA==mlx5_0 on hosts without it: nothing exported" \
     "rank 0 env: NCCL_IB_HCA=(unset) NCCL_IB_GID_INDEX=(unset)" "rank 1 env: NCCL_IB_HCA=(unset) NCCL_IB_GID_INDEX=(unset)"

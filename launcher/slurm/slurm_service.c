@@ -14,38 +14,15 @@ static const char *const task_vars[] = {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_
                                         "SLURM_NPROCS"};
 #define NUM_TASK_VARS (sizeof(task_vars) / sizeof(task_vars[0]))
 
-static int agent_on;   /* this agent's plan said "slurm 1" */
-static char **env_mem; /* per rank: its array and its strings, freed when the job is over */
-static size_t env_count;
-
-static int is_task_var(const char *entry)
-{
-    for (size_t i = 0; i < NUM_TASK_VARS; i++) {
-        size_t n = strlen(task_vars[i]);
-        if (strncmp(entry, task_vars[i], n) == 0 && entry[n] == '=') return 1;
-    }
-    return 0;
-}
+static int agent_on; /* this agent's plan said "slurm 1" */
 
 static tp_status_t rank_env(tprun_job_t *job, int i)
 {
-    size_t n = 0;
-    for (char **e = job->envp[i]; e != NULL && *e != NULL; e++) n++;
-    char **mem = realloc(env_mem, (env_count + 2) * sizeof(char *));
-    if (mem != NULL) env_mem = mem;
-    char **env = malloc((n + NUM_TASK_VARS + 1) * sizeof(char *));
-    char *s = malloc(NUM_TASK_VARS * 40), *p = s;
-    if (mem == NULL || env == NULL || s == NULL) {
-        free(env);
-        free(s);
-        tp_log(TP_LOG_ERROR, "slurm", "out of memory for rank %d's environment", job->ranks[i].id);
-        return TP_ERR_NO_MEMORY;
-    }
-    env_mem[env_count++] = (char *)env;
-    env_mem[env_count++] = s;
-    size_t k = 0;
-    for (size_t j = 0; j < n; j++)
-        if (!is_task_var(job->envp[i][j])) env[k++] = job->envp[i][j];
+    char *p;
+    size_t k;
+    char **env =
+        tprun_services_env_rebuild(job, i, task_vars, NUM_TASK_VARS, NUM_TASK_VARS, NUM_TASK_VARS * 40, &p, &k);
+    if (env == NULL) return TP_ERR_NO_MEMORY;
     const int values[NUM_TASK_VARS] = {job->ranks[i].id, job->ranks[i].local_rank, job->node_rank, job->world_size,
                                        job->world_size};
     for (size_t v = 0; v < NUM_TASK_VARS; v++) {
@@ -74,14 +51,6 @@ static int plan_line(tprun_plan_t *plan, const char *key, const char *value)
 
 static int is_on(void) { return agent_on; }
 
-static void job_over(void)
-{
-    for (size_t i = 0; i < env_count; i++) free(env_mem[i]);
-    free(env_mem);
-    env_mem = NULL;
-    env_count = 0;
-}
-
 const tprun_service_ops_t tprun_slurm_service = {
     .name = "slurm",
     .wanted = wanted,
@@ -89,5 +58,4 @@ const tprun_service_ops_t tprun_slurm_service = {
     .rank_env = rank_env,
     .agent_plan_line = plan_line,
     .agent_on = is_on,
-    .job_over = job_over,
 };

@@ -15,8 +15,9 @@ tests_fuzz_libfuzz_tprun_a_SOURCES = tests/fuzz/fuzz_launcher_fakes.c launcher/c
 	launcher/pmix/tprun_pmix_ops.c launcher/pmix/tprun_pmix_fence.c launcher/pmix/tprun_pmix_loop.c launcher/pmix/tprun_agent_pmix.c \
 	runtime/runtime_config.c runtime/runtime_log.c runtime/runtime_status.c runtime/runtime_iface.c \
 	runtime/runtime_proc.c runtime/runtime_dl.c $(TP_CONFIG_TABLES)
-tests_fuzz_libfuzz_tprun_a_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
-FUZZ_LAUNCHER_LDADD = tests/fuzz/libfuzz_tprun.a -lm -ldl
+tests_fuzz_libfuzz_tprun_a_SOURCES += launcher/bind/bind_plan.c launcher/bind/bind_service.c runtime/topo_gpu.c
+tests_fuzz_libfuzz_tprun_a_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS) $(HWLOC_CFLAGS)
+FUZZ_LAUNCHER_LDADD = tests/fuzz/libfuzz_tprun.a -lm -ldl $(HWLOC_LIBS)
 
 check_PROGRAMS += tests/fuzz/fuzz_record tests/fuzz/fuzz_boot tests/fuzz/fuzz_auth tests/fuzz/fuzz_frame \
 	tests/fuzz/fuzz_tcp_recv tests/fuzz/fuzz_config tests/fuzz/fuzz_env
