@@ -135,7 +135,7 @@ const tp_config_entry_t tp_core_config[] = {
      "(tprun --report-bindings); TP_LOG_LEVEL=debug adds each rank's interface per peer",
      NULL},
     {"TP_SYSFS_ROOT", "sysfs_root", TP_CONFIG_STRING, TP_CONFIG_USER, "/sys",
-     "where sysfs is read (GPUs, HCAs, NUMA nodes): another directory replays a captured or generated machine",
+     "where sysfs is read (GPUs, RoCE HCAs, NUMA nodes, PCI paths): another directory replays a captured or generated machine",
      check_sysfs_root},
     {"TP_GPUS", "gpus", TP_CONFIG_STRING, TP_CONFIG_USER, "",
      "the GPUs a host's ranks take by local rank: PCI bus ids (0000:3b:00.0) or indexes in bus id order, "
@@ -143,7 +143,7 @@ const tp_config_entry_t tp_core_config[] = {
      NULL},
     {"TP_HCA", "hca", TP_CONFIG_STRING, TP_CONFIG_USER, "",
      "RoCE HCA ports to consider, as NCCL_IB_HCA: prefixes (mlx5), =exact names, ^excluded, name:port for one port; "
-     "empty: every active port, those on a /24 a peer also lists first",
+     "empty: every active RoCE port; of those, each rank uses the ones on a /24 its peers on other hosts also list",
      check_hca},
     {"TP_GID_INDEX", "gid_index", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
      "the GID table index of the RoCE ports, or auto: the lowest IPv4 RoCE v2 GID on a /24 the peer also lists",
