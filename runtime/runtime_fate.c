@@ -560,11 +560,9 @@ int tp_fate_failure(tp_failure_t *out)
     return 1;
 }
 
-tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
+/* Whether the verdict came within two heartbeat timeouts. */
+static int wait_verdict(void)
 {
-    if (!fate.running) return s;
-    /* The cause reaches rank 0 and comes back as the verdict; a call that failed without a report (its peer
-     * reported instead) waits for it too, at most two heartbeat timeouts. */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     int64_t ns = until.tv_nsec + 2 * fate.timeout_ns + 100000000;
@@ -574,7 +572,23 @@ tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
     while (!atomic_load(&fate.verdict))
         if (pthread_cond_timedwait(&fate.verdict_cond, &fate.lock, &until) != 0) break;
     pthread_mutex_unlock(&fate.lock);
-    int have = atomic_load(&fate.verdict);
+    return atomic_load(&fate.verdict);
+}
+
+tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
+{
+    if (!fate.running) return s;
+    /* The cause reaches rank 0 and comes back as the verdict; a call that failed without a report (its peer
+     * reported instead) waits for it too. When none comes, nobody explains the failure: it is this rank's own, and
+     * it goes to rank 0 like any report, so every rank names the same one (two ranks whose calls failed alike, each
+     * deciding alone, named each other's exit). */
+    int have = wait_verdict();
+    if (!have) {
+        char reason[600];
+        snprintf(reason, sizeof(reason), "%s failed (%s)", fn, tp_last_error());
+        tp_fate_blame(fate.world->rank, s, reason);
+        have = wait_verdict();
+    }
     if (!fate.errors_return) {
         if (!have) {
             char reason[600];
