@@ -38,8 +38,10 @@ expect_eq "all ranks exit 0" "$?" 0
 expect_eq "early exit 0 then failure" "$?" 4
 first_tprun_line "$T/err" | grep -q '^tprun: rank 1 .* exited with status 4$' || fail "early 0: $(cat "$T/err")"
 
-# The first failure wins: rank 3 fails first; rank 1 ignores the teardown's SIGTERM and fails later with 5.
-"$TPRUN" -n 4 --grace 5 "$RANKP" '3:exit=3' '1:ignterm,sleep=300,exit=5' '*:hang' >"$T/out" 2>"$T/err"
+# The first failure wins: rank 3 fails first; rank 1 ignores the teardown's SIGTERM and fails later with 5 (2 s in:
+# after tprun's 0.25 s fate window and its SIGTERM even when the ranks start far apart under load; at 300 ms it
+# sometimes exited before the SIGTERM and was not among the ranks tprun ended).
+"$TPRUN" -n 4 --grace 5 "$RANKP" '3:exit=3' '1:ignterm,sleep=2000,exit=5' '*:hang' >"$T/out" 2>"$T/err"
 expect_eq "first failure wins: status" "$?" 3
 first_tprun_line "$T/err" | grep -q '^tprun: rank 3 .* exited with status 3$' || fail "first failure: $(cat "$T/err")"
 grep -q 'rank 1 .*status 5' "$T/err" && fail "a teardown victim was reported as a failure: $(cat "$T/err")"
