@@ -210,6 +210,13 @@ typedef struct tp_xfer {
     uint8_t wire[TP_FRAME_HEADER_BYTES];
 } tp_xfer_t;
 
+/* Payload bytes of x's frame that starts at payload offset base: part_bytes, or what is left of len. */
+TP_API size_t tp_xfer_frame_len(const tp_xfer_t *x, size_t base);
+/* Payload bytes of that frame the caller has produced (x->ready): a frame may start before all of it exists. */
+TP_API size_t tp_xfer_frame_ready(const tp_xfer_t *x, size_t base);
+/* The header of x's frame at payload offset base, as it goes out or as a receive expects it. */
+TP_API void tp_xfer_frame_header(const tp_xfer_t *x, size_t base, uint8_t out[TP_FRAME_HEADER_BYTES]);
+
 /* Every op is set: an unsupported one points at its tp_transport_unsupported_* stub. */
 typedef struct tp_transport_ops {
     uint32_t abi_version; /* TP_TRANSPORT_ABI */

@@ -152,3 +152,21 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
     }
     return TP_OK;
 }
+
+size_t tp_xfer_frame_len(const tp_xfer_t *x, size_t base)
+{
+    return x->len - base < x->part_bytes ? x->len - base : x->part_bytes;
+}
+
+size_t tp_xfer_frame_ready(const tp_xfer_t *x, size_t base)
+{
+    size_t fl = tp_xfer_frame_len(x, base);
+    if (x->ready <= base) return 0;
+    return x->ready - base < fl ? x->ready - base : fl;
+}
+
+void tp_xfer_frame_header(const tp_xfer_t *x, size_t base, uint8_t out[TP_FRAME_HEADER_BYTES])
+{
+    memcpy(out, x->header, TP_FRAME_HEADER_BYTES);
+    tp_frame_set_part(out, x->first_part + (uint32_t)(base / x->part_bytes), (uint32_t)tp_xfer_frame_len(x, base));
+}

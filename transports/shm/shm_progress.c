@@ -9,21 +9,8 @@
 
 #define H TP_FRAME_HEADER_BYTES
 
-/* Payload bytes of the frame that starts at payload offset base. */
-static size_t part_len(const tp_xfer_t *x, size_t base)
-{
-    return x->len - base < x->part_bytes ? x->len - base : x->part_bytes;
-}
-
 /* Payload bytes of the current frame that are written; the frame begins at done minus those. */
 static size_t part_done(const tp_xfer_t *x) { return x->frame_off > H ? x->frame_off - H : 0; }
-
-/* The header of x's frame at payload offset base, as it goes out or as a receive expects it. */
-static void part_header(tp_xfer_t *x, size_t base, uint8_t *out)
-{
-    memcpy(out, x->header, H);
-    tp_frame_set_part(out, x->first_part + (uint32_t)(base / x->part_bytes), (uint32_t)part_len(x, base));
-}
 
 static void ring_put(uint8_t *ring, size_t size, uint64_t pos, const void *src, size_t n)
 {
@@ -85,14 +72,6 @@ tp_status_t shm_post(void *state, tp_xfer_t *x)
     return TP_OK;
 }
 
-/* Payload bytes of the frame at base the caller has produced (a frame may start before all of it exists). */
-static size_t part_ready(const tp_xfer_t *x, size_t base)
-{
-    size_t fl = part_len(x, base);
-    if (x->ready <= base) return 0;
-    return x->ready - base < fl ? x->ready - base : fl;
-}
-
 static void publish_head(shm_peer_t *p, uint64_t head)
 {
     atomic_store(&p->out->head, head);
@@ -112,11 +91,11 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
     p->out_tail_seen = t;
     while (p->send_head != NULL) {
         tp_xfer_t *x = p->send_head;
-        size_t base = x->done - part_done(x), fl = part_len(x, base), fr = part_ready(x, base);
+        size_t base = x->done - part_done(x), fl = tp_xfer_frame_len(x, base), fr = tp_xfer_frame_ready(x, base);
         uint64_t space = p->ring - (head - t);
         if (x->frame_off == 0) {
             if ((fl > 0 && fr == 0) || space < H) break;
-            part_header(x, base, x->wire);
+            tp_xfer_frame_header(x, base, x->wire);
             ring_put(p->out_ring, p->ring, head, x->wire, H);
             head += H;
             space -= H;
@@ -165,7 +144,7 @@ static tp_status_t recv_match(shm_state_t *st, shm_peer_t *p, int rank, int *mov
     for (tp_xfer_t *x = p->recv_head; x != NULL; x = x->next) {
         int matched = 0;
         uint8_t want[H];
-        part_header(x, x->done, want);
+        tp_xfer_frame_header(x, x->done, want);
         tp_status_t s = tp_frame_check(want, p->hdr, st->env.part_bytes, rank, &matched);
         if (s != TP_OK) { /* tp_frame_check logged why */
             p->broken = s;
@@ -174,7 +153,7 @@ static tp_status_t recv_match(shm_state_t *st, shm_peer_t *p, int rank, int *mov
         if (!matched) continue;
         p->hdr_have = 0;
         p->rx_cur = x;
-        p->rx_left = part_len(x, x->done);
+        p->rx_left = tp_xfer_frame_len(x, x->done);
         *moved = 1;
         if (p->rx_left == 0) recv_finish_frame(p);
         return TP_OK;

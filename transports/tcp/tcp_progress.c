@@ -11,21 +11,8 @@
 
 #define H TP_FRAME_HEADER_BYTES
 
-/* Payload bytes of the frame that starts at payload offset base. */
-static size_t frame_len(const tp_xfer_t *x, size_t base)
-{
-    size_t left = x->len - base;
-    return left < x->part_bytes ? left : x->part_bytes;
-}
-
 /* Payload offset where the current frame began. */
 static size_t frame_base(const tp_xfer_t *x) { return x->done - (x->frame_off > H ? x->frame_off - H : 0); }
-
-static void frame_header(tp_xfer_t *x, size_t base, uint8_t *out)
-{
-    memcpy(out, x->header, H);
-    tp_frame_set_part(out, x->first_part + (uint32_t)(base / x->part_bytes), (uint32_t)frame_len(x, base));
-}
 
 /* A refused frame leaves the byte stream in from the peer unusable, but frames can still go out to it (a desync
  * report among them); a lost connection ends both directions. */
@@ -64,20 +51,13 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
     return TP_OK;
 }
 
-/* Payload bytes of the current frame the caller has produced (a frame may start before all of it exists). */
-static size_t frame_ready(const tp_xfer_t *x, size_t base)
-{
-    size_t fl = frame_len(x, base);
-    if (x->ready <= base) return 0;
-    return x->ready - base < fl ? x->ready - base : fl;
-}
-
 /* Whether the head transfer has bytes that may go now. */
 static int sendable(const tp_xfer_t *x)
 {
     size_t base = frame_base(x), poff = x->frame_off > H ? x->frame_off - H : 0;
-    if (x->frame_off < H) return x->frame_off > 0 || frame_len(x, base) == 0 || frame_ready(x, base) > 0;
-    return frame_ready(x, base) > poff;
+    if (x->frame_off < H)
+        return x->frame_off > 0 || tp_xfer_frame_len(x, base) == 0 || tp_xfer_frame_ready(x, base) > 0;
+    return tp_xfer_frame_ready(x, base) > poff;
 }
 
 /* Gathers what may go from the head of the send queue into iov (one frame per transfer); returns the count. */
@@ -86,8 +66,9 @@ static int send_iov(tcp_conn_t *c, struct iovec *iov)
     int n = 0;
     for (tp_xfer_t *x = c->send_head; x != NULL && n + 2 <= TCP_IOV_MAX; x = x->next) {
         if (!sendable(x)) return n;
-        size_t base = frame_base(x), off = x->frame_off, fl = frame_len(x, base), fr = frame_ready(x, base);
-        if (off == 0) frame_header(x, base, x->wire);
+        size_t base = frame_base(x), off = x->frame_off, fl = tp_xfer_frame_len(x, base),
+               fr = tp_xfer_frame_ready(x, base);
+        if (off == 0) tp_xfer_frame_header(x, base, x->wire);
         if (off < H) iov[n++] = (struct iovec){x->wire + off, H - off};
         size_t poff = off > H ? off - H : 0;
         if (fr > poff) iov[n++] = (struct iovec){(char *)x->buf + base + poff, fr - poff};
@@ -101,7 +82,7 @@ static void send_advance(tcp_conn_t *c, size_t n)
 {
     while (n > 0 && c->send_head != NULL) {
         tp_xfer_t *x = c->send_head;
-        size_t base = frame_base(x), fl = frame_len(x, base), rem = H + fl - x->frame_off;
+        size_t base = frame_base(x), fl = tp_xfer_frame_len(x, base), rem = H + fl - x->frame_off;
         size_t take = n < rem ? n : rem;
         size_t before = x->frame_off > H ? x->frame_off - H : 0;
         x->frame_off += take;
@@ -158,7 +139,7 @@ static tp_status_t recv_match(tcp_state_t *st, tcp_conn_t *c)
     const uint8_t *got = c->rx + c->rx_start;
     for (tp_xfer_t *x = c->recv_head; x != NULL; x = x->next) {
         int matched = 0;
-        frame_header(x, x->done, x->wire);
+        tp_xfer_frame_header(x, x->done, x->wire);
         tp_status_t s = tp_frame_check(x->wire, got, st->env.part_bytes, c->peer, &matched);
         if (s != TP_OK) {
             tcp_conn_fail(st, c, s, "bad frame");
@@ -167,7 +148,7 @@ static tp_status_t recv_match(tcp_state_t *st, tcp_conn_t *c)
         if (!matched) continue;
         c->rx_start += H;
         c->rx_cur = x;
-        c->rx_left = frame_len(x, x->done);
+        c->rx_left = tp_xfer_frame_len(x, x->done);
         if (c->rx_left == 0) recv_finish_frame(c);
         return TP_OK;
     }
