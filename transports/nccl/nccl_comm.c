@@ -199,7 +199,8 @@ static void hello_fill(nccl_hello_t *h, const nccl_state_t *st, const tp_coll_ar
     if (lib != NULL && make_id) h->id_ok = lib->get_unique_id(&h->id) == NCCL_OK;
 }
 
-/* Why NCCL cannot take these ranks (into why), or 0: one has no NCCL, or two share a GPU. */
+/* Why NCCL cannot take these ranks (into why), or 0: one has no NCCL, or two share a GPU. ranks names h[i] in the
+ * message (NULL: the comm's ranks, h[i] is rank i). */
 static int unusable(const nccl_hello_t *h, const int *ranks, int n, const char *lib_why, char *why, size_t len)
 {
     for (int p = 0; p < n; p++)
@@ -210,8 +211,8 @@ static int unusable(const nccl_hello_t *h, const int *ranks, int n, const char *
     for (int p = 0; p < n; p++)
         for (int q = p + 1; q < n; q++)
             if (h[p].bus[0] != '\0' && h[p].node == h[q].node && strcmp(h[p].bus, h[q].bus) == 0) {
-                snprintf(why, len, "ranks %d and %d share GPU %s on one host (NCCL needs a GPU per rank)", ranks[p],
-                         ranks[q], h[p].bus);
+                snprintf(why, len, "ranks %d and %d share GPU %s on one host (NCCL needs a GPU per rank)",
+                         ranks ? ranks[p] : p, ranks ? ranks[q] : q, h[p].bus);
                 return 1;
             }
     return 0;
@@ -281,25 +282,17 @@ tp_status_t nccl_ready(nccl_state_t *st, const char *fn, const tp_coll_args_t *a
     const nccl_lib_t *lib = nccl_lib_load(why, sizeof(why));
     nccl_hello_t mine, *all = calloc((size_t)st->size, sizeof(*all));
     if (all == NULL) return TP_ERR_NO_MEMORY;
-    int *ranks = malloc((size_t)st->size * sizeof(int));
-    if (ranks == NULL) {
-        free(all);
-        return TP_ERR_NO_MEMORY;
-    }
-    for (int p = 0; p < st->size; p++) ranks[p] = p;
     hello_fill(&mine, st, a, lib, st->rank == 0);
     /* Every rank takes the same path: one on NCCL and one staging would wait for each other forever. */
     s = tp_all_gather(st->comm, &mine, all, sizeof(mine), TP_BYTES, NULL);
     char none[512];
-    if (s == TP_OK && unusable(all, ranks, st->size, lib == NULL ? why : "", none, sizeof(none))) {
+    if (s == TP_OK && unusable(all, NULL, st->size, lib == NULL ? why : "", none, sizeof(none))) {
         st->declined = 1;
         tp_log(lib == NULL ? TP_LOG_INFO : TP_LOG_WARN, "nccl",
                "%s: not using NCCL for CUDA buffers on comm of %d ranks: %s", fn, st->size, none);
         free(all);
-        free(ranks);
         return TP_COLL_DECLINED;
     }
-    free(ranks);
     if (s == TP_OK) s = init_comm(st, fn, lib, &all[0], st->size, st->rank, &st->nc);
     free(all);
     return s;
