@@ -2,7 +2,9 @@
  * nccl_gpu: the NCCL provider on real GPUs (one per rank: local rank % GPUs), through libtp's public API, with the
  * CUDA driver and NCCL reached by dlopen (no CUDA headers at build time). Exits 77 without libcuda, a GPU or NCCL.
  *   check   every call on device buffers equals the host engine's result bit for bit (tests/nccl/nccl_cases.h)
- *   loop    all-reduces 1 MiB with a stream synchronize each, printing "ready" after the first, until killed
+ *   loop    all-reduces 1 MiB with a stream synchronize each, printing "ready" after the first, until killed; its
+ *           fate callback prints "fate_cb_ns=" and CLOCK_REALTIME, so a test can tell the time libtp took to learn
+ *           of a death from the time the process then took to end (the driver's context teardown included)
  *   bench   p50 of call + cuStreamSynchronize, 16 B .. 64 MiB, all_reduce and all_gather: libtp over NCCL and a raw
  *           NCCL loop on its own communicator, in the same run
  */
@@ -17,6 +19,15 @@
 #include "tp.h"
 
 #define SKIP 77
+
+/* Runs on fate's thread before the process ends: when this rank learned of the failure. */
+static void on_fate(const tp_failure_t *f, void *arg)
+{
+    (void)f, (void)arg;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    fprintf(stderr, "fate_cb_ns=%lld\n", (long long)t.tv_sec * 1000000000LL + t.tv_nsec);
+}
 
 static struct {
     int (*init)(unsigned);
@@ -220,6 +231,7 @@ int main(int argc, char **argv)
         rc = check(&cuda_mem, s, w);
     } else if (strcmp(mode, "loop") == 0) {
         float *v = cuda_alloc((size_t)1 << 20);
+        tp_fate_register(on_fate, NULL);
         for (long i = 0;; i++) {
             if (tp_all_reduce(w, v, v, (1 << 20) / 4, TP_F32, TP_SUM, s) != TP_OK) break;
             cuda_sync(s);
