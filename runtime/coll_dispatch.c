@@ -214,6 +214,10 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
     }
     args->device = db != NULL ? db : da != NULL ? da : &tp_host_device_ops;
     args->mem_type = db != NULL ? tb : ta;
+    if (da == NULL && db == NULL && args->stream != NULL) { /* no bytes to move: the call is its stream's device's */
+        args->device = args->stream->dev;
+        args->mem_type = tp_stream_mem_type(args->stream->kind);
+    }
     if (tp_stream_check_memory(fn, args->stream, args->mem_type, args->device) != TP_OK) return NULL;
     const tp_coll_ops_t *ops = next_provider(cc, args, -1, state);
     if (ops == NULL)

@@ -116,7 +116,11 @@ static void dev_free(uint8_t *p)
 static void dev_copy(void *dst, const void *src, size_t bytes)
 {
     if (!cuda) memcpy(dst, src, bytes);
-    else if (tp_cu.Memcpy((cu_ptr_t)(uintptr_t)dst, (cu_ptr_t)(uintptr_t)src, bytes) != CU_SUCCESS) FAIL("cuMemcpy");
+    /* From pageable memory cuMemcpy may return before its DMA lands, on the legacy stream, which the engine's
+     * non-blocking stream is not ordered after: wait for it, or a staged call could copy out the old bytes. */
+    else if (tp_cu.Memcpy((cu_ptr_t)(uintptr_t)dst, (cu_ptr_t)(uintptr_t)src, bytes) != CU_SUCCESS ||
+             tp_cu.StreamSynchronize(NULL) != CU_SUCCESS)
+        FAIL("cuMemcpy");
 }
 
 static void hold_stream(int hold)

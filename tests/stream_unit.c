@@ -214,6 +214,10 @@ static void test_fake_cuda(void)
     CHECK(tp_coll_choose(&cc, "t", &a, arena, arena + 64, &state) == NULL &&
               strstr(tp_last_error(), "no collective provider takes cuda memory"),
           "device memory with its stream passes the stream check: %s", tp_last_error());
+    a = (tp_coll_args_t){.call = TP_CALL_ALL_GATHERV, .stream = cs};
+    CHECK(tp_coll_choose(&cc, "t", &a, NULL, NULL, &state) == NULL && a.device == &tp_cuda_device_ops &&
+              a.mem_type == TP_MEM_CUDA && strstr(tp_last_error(), "no collective provider takes cuda memory"),
+          "a call of no bytes (no buffer to ask) on a CUDA stream is the stream's: %s", tp_last_error());
     const tp_device_ops_t *d = &tp_cuda_device_ops;
     memcpy(arena, "abcdefg", 8);
     CHECK(d->stream_write64(cs, arena + 64, 1) == TP_OK && d->stream_wait64(cs, arena + 64, 1) == TP_OK &&

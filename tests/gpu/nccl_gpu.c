@@ -80,7 +80,10 @@ static void *cuda_alloc(size_t len)
 
 static void cuda_put(void *dev, const void *host, size_t len)
 {
+    /* From pageable memory cuMemcpyHtoD may return before its DMA lands, and the engine's non-blocking stream is not
+     * ordered after the legacy stream that DMA is on: wait for it, or a call could read the old bytes. */
     int rc = cu.htod((uint64_t)(uintptr_t)dev, host, len);
+    if (rc == 0) rc = cu.stream_sync(NULL);
     if (rc != 0) die("cuMemcpyHtoD", rc);
 }
 
