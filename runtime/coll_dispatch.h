@@ -48,6 +48,10 @@ tp_status_t tp_staged_quiesce(const char *fn);
 /* tp_finalize, before its counts go to the peers: the stream calls queued run first, up to TP_STAGE_TIMEOUT for those
  * whose streams have not reached them, which are then cancelled (logged). */
 void tp_staged_drain(void);
+/* Makes the staging memory of stream's device (pinned words and slab, the proxy's copy stream) when the engine hands
+ * libtp a stream, or at tp_init for streams made before it: pinned allocations synchronise the device, so one made
+ * inside a call could wait for a stream the engine holds on a gate of its own (seen on the H200). */
+void tp_staged_prepare(tp_stream_t *stream, const tp_world_t *world);
 /* The built-in host engine's state on a comm (tp_comm_split's exchange runs on it). */
 void *tp_coll_host_state(coll_comm_t *cc);
 

@@ -132,9 +132,9 @@ static tp_status_t start_locked(const char *fn, tp_comm_t *comm)
 /* The slab of a lane: two part sets of the world's largest call, made before any stream waits on the lane's words,
  * because pinned allocations synchronise the device: made by the proxy, one would wait for the very stream that waits
  * for the proxy. Sized by the world, as every comm is part of it. */
-static tp_status_t slab_make(const char *fn, stage_lane_t *l, const tp_comm_t *comm)
+static tp_status_t slab_make(const char *fn, stage_lane_t *l, const tp_world_t *world)
 {
-    size_t n = comm->world->size > 2 ? (size_t)comm->world->size : 2, len = 2 * n * comm->world->part_bytes;
+    size_t n = world->size > 2 ? (size_t)world->size : 2, len = 2 * n * world->part_bytes;
     void *host, *dev;
     if (l->dev->host_alloc(len, &host, &dev) != TP_OK) {
         tp_log(TP_LOG_ERROR, "stage",
@@ -150,24 +150,24 @@ static tp_status_t slab_make(const char *fn, stage_lane_t *l, const tp_comm_t *c
 }
 
 /* The proxy's copy stream (like the caller's) and the slab of a lane; after a tp_finalize both are made again. */
-static tp_status_t lane_fill(const char *fn, stage_lane_t *l, tp_stream_t *like, const tp_comm_t *comm)
+static tp_status_t lane_fill(const char *fn, stage_lane_t *l, tp_stream_t *like, const tp_world_t *world)
 {
     if (l->copy == NULL && l->dev->stream_create(like, &l->copy) != TP_OK) {
         tp_log(TP_LOG_ERROR, "stage", "%s: device %s cannot make the proxy's copy stream", fn, l->dev->name);
         return TP_ERR_UNSUPPORTED;
     }
-    return l->slab == NULL ? slab_make(fn, l, comm) : TP_OK;
+    return l->slab == NULL ? slab_make(fn, l, world) : TP_OK;
 }
 
 /* The lane of dev, made on first use: its words, the proxy's copy stream and the slab; under the lock. */
-static tp_status_t lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream_t *like, const tp_comm_t *comm,
+static tp_status_t lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream_t *like, const tp_world_t *world,
                            stage_lane_t **out)
 {
     for (int i = 0; i < tp_stage.n_lanes; i++) {
         stage_lane_t *l = &tp_stage.lanes[i];
         if (l->dev != dev || l->words == NULL || l->stuck) continue;
         *out = l;
-        return lane_fill(fn, l, like, comm);
+        return lane_fill(fn, l, like, world);
     }
     if (tp_stage.n_lanes == TP_STAGE_LANES) {
         tp_log(TP_LOG_ERROR, "stage", "%s: memory of %d devices is staged already; device %s is one too many", fn,
@@ -185,7 +185,7 @@ static tp_status_t lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream
     }
     l->words = host;
     l->words_dev = daddr;
-    tp_status_t s = lane_fill(fn, l, like, comm);
+    tp_status_t s = lane_fill(fn, l, like, world);
     if (s != TP_OK) {
         if (l->copy != NULL) dev->stream_destroy(l->copy);
         dev->host_free(host);
@@ -195,6 +195,17 @@ static tp_status_t lane_of(const char *fn, const tp_device_ops_t *dev, tp_stream
     tp_stage.n_lanes++;
     *out = l;
     return TP_OK;
+}
+
+void tp_staged_prepare(tp_stream_t *stream, const tp_world_t *world)
+{
+    if (stream->dev->stream_capturing(stream) == TP_ERR_UNSUPPORTED) return; /* a device staging never takes */
+    stage_lane_t *lane;
+    pthread_mutex_lock(&tp_stage.lock);
+    if (tp_stage.failed == TP_OK && lane_of("tp_stream_create", stream->dev, stream, world, &lane) != TP_OK)
+        tp_log(TP_LOG_WARN, "stage", "device %s: staging's memory could not be made ahead; its first call tries again",
+               stream->dev->name);
+    pthread_mutex_unlock(&tp_stage.lock);
 }
 
 /* Every call with a stream: queue it on the caller's stream (ready, then wait for done) and hand it to the proxy. */
@@ -226,7 +237,7 @@ static tp_status_t stage_call(void *state, const tp_coll_args_t *a)
         tp_log(TP_LOG_ERROR, "stage", "%s: a stream call failed earlier (%s)", fn, tp_stage.why);
         goto out;
     }
-    if ((s = lane_of(fn, dev, a->stream, sc->comm, &lane)) != TP_OK) goto out;
+    if ((s = lane_of(fn, dev, a->stream, sc->comm->world, &lane)) != TP_OK) goto out;
     if (!tp_stage.running && (s = start_locked(fn, sc->comm)) != TP_OK) goto out;
     while (tp_stage.tail - tp_stage.head >= TP_STAGE_SLOTS && tp_stage.failed == TP_OK)
         pthread_cond_wait(&tp_stage.cond, &tp_stage.lock); /* the oldest call's stream has yet to reach it */

@@ -12,6 +12,7 @@
 #include "runtime_iface.h"
 #include "runtime_log.h"
 #include "runtime_pmix.h"
+#include "runtime_stream.h"
 #include "runtime_record.h"
 #include "runtime_transports.h"
 #include "topo_report.h"
@@ -226,6 +227,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     tp_log(TP_LOG_INFO, "init", "rank %d of %d joined job %s", w->rank, w->size, w->job_id);
     the_world = w;
     lib_state = LIB_ACTIVE;
+    tp_streams_prepare(w); /* streams the engine made before tp_init */
     *world_out = comm;
     return TP_OK;
 err_boot_fds: /* fate has not taken them: closing them tells rank 0 (or every rank) that this one failed */
@@ -237,6 +239,8 @@ err_world:
     world_free(w);
     return s;
 }
+
+const tp_world_t *tp_world_active(void) { return lib_state == LIB_ACTIVE ? the_world : NULL; }
 
 tp_status_t tp_finalize(tp_comm_t *world)
 {

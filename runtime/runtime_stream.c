@@ -4,7 +4,9 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "coll_dispatch.h"
 #include "runtime_devices.h"
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,8 +69,21 @@ tp_status_t tp_stream_create(tp_device_kind_t kind, void *native, tp_stream_t **
         dev->stream_destroy(stream);
         return s;
     }
+    const tp_world_t *w = tp_world_active();
+    if (w != NULL) tp_staged_prepare(stream, w); /* its device's staging memory, before the engine holds the stream */
     *out = stream;
     return TP_OK;
+}
+
+void tp_streams_prepare(const tp_world_t *world)
+{
+    pthread_mutex_lock(&live_lock); /* copied, so staging's lock is never taken under this one */
+    size_t n = n_live;
+    tp_stream_t **all = n > 0 ? malloc(n * sizeof(*all)) : NULL;
+    if (all != NULL) memcpy(all, live, n * sizeof(*all));
+    pthread_mutex_unlock(&live_lock);
+    for (size_t i = 0; all != NULL && i < n; i++) tp_staged_prepare(all[i], world);
+    free(all);
 }
 
 tp_status_t tp_stream_destroy(tp_stream_t *stream)

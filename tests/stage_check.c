@@ -19,6 +19,7 @@
 #include <tp_provider.h>
 
 #include "cuda_device.h"
+#include "coll_staged.h"
 #include "runtime_devices.h"
 #include "runtime_stream.h"
 
@@ -187,8 +188,18 @@ static void run_all(tp_comm_t *w)
 }
 
 /* Queued on a held stream: nothing moves; released, every result is the host engine's. */
+/* Staging's pinned memory is made when the engine hands libtp its stream, not by the first call: a pinned allocation
+ * synchronises the device, and run_later's first call comes while its stream is held by the test's gate. */
+static void check_prepared(void)
+{
+    for (int i = 0; i < tp_stage.n_lanes; i++)
+        if (tp_stage.lanes[i].dev == st->dev && tp_stage.lanes[i].slab != NULL) return;
+    FAIL("later: no staging memory for device %s after tp_stream_create: the first call would make it", st->dev->name);
+}
+
 static void run_later(tp_comm_t *w)
 {
+    check_prepared();
     enum { CALLS = 2 * C_KINDS };
     size_t count = 3 * part / 4 + 5, bytes = (size_t)n * (count + 3 * (size_t)n) * 4 + 16;
     uint8_t *send[CALLS], *recv[CALLS], *ref[CALLS], *got = malloc(bytes);
