@@ -130,6 +130,12 @@ int main(int argc, char **argv)
     row("floor: stream ready/done round trip", v, iters);
     row("floor: round trip + the proxy's two 16 B copies", v2, iters);
     tp_barrier(w);
+    for (int i = -iters / 10; i < iters; i++) { /* the host path alone, for the staged 16 B call's share of it */
+        int64_t t0 = tp_now_ns();
+        tp_all_gather(w, hsend, hrecv, 16, TP_BYTES, NULL);
+        if (i >= 0) v[i] = tp_now_ns() - t0;
+    }
+    row("16 B: host all_gather (no stream)", v, iters);
     int it = iters / 5;
     int64_t *out = malloc((size_t)it * sizeof(int64_t)), *gat = malloc((size_t)it * sizeof(int64_t)),
             *in = malloc((size_t)it * sizeof(int64_t)), *sum = malloc((size_t)it * sizeof(int64_t));
