@@ -68,6 +68,12 @@ for m in one pair; do
         ! ops | grep -q init &&
         pass "$m: two ranks on one GPU: NCCL declines by name on both, never inits" || { fail "$m: shared GPU"; echo "$out"; }
 done
+fresh
+out=$(FAKE_GPU_BUS=0000:3b:00.0 timeout 60 "$TPRUN" -n 2 $RANK onepair 2>&1)
+[ "$(echo "$out" | grep -c "not using NCCL for CUDA buffers on comm of 2 ranks: ranks 0 and 1 share GPU")" -eq 2 ] &&
+    ! echo "$out" | grep -q "not using NCCL for CUDA buffers with rank" &&
+    [ "$(echo "$out" | grep -c "onepair: not supported (tp_.*: collective providers nccl, staged cannot take")" -eq 2 ] &&
+    pass "a pair on a comm that declined: decided from the comm's hellos, no second exchange" || { fail "onepair"; echo "$out"; }
 cat >"$TEST_DIR/bus.sh" <<EOS
 #!/bin/bash
 export FAKE_GPU_BUS=0000:3\$TP_RANK:00.0

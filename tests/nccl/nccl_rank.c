@@ -169,8 +169,12 @@ int main(int argc, char **argv)
         }
         printf("nccl_rank %d: loop ended: %s\n", me, tp_status_string(s));
         rc = 1;
-    } else if (strcmp(mode, "pair") == 0) {
+    } else if (strcmp(mode, "pair") == 0 || strcmp(mode, "onepair") == 0) { /* onepair: a collective first */
         float *v = dalloc(4096);
+        if (mode[0] == 'o') {
+            s = tp_all_reduce(w, v, v, 1024, TP_F32, TP_SUM, STREAM);
+            printf("nccl_rank %d: one: %s (%s)\n", me, tp_status_string(s), tp_last_error());
+        }
         s = me == 0 ? tp_send(w, v, 16, TP_F32, 1, STREAM) : me == 1 ? tp_recv(w, v, 16, TP_F32, 0, STREAM) : TP_OK;
         printf("nccl_rank %d: %s: %s (%s)\n", me, mode, tp_status_string(s), tp_last_error());
     } else {

@@ -140,6 +140,7 @@ void nccl_comm_destroy(void *state)
     }
     free(st->pairs);
     free(st->pair_declined);
+    free(st->hellos);
     free(st);
 }
 
@@ -290,7 +291,7 @@ tp_status_t nccl_ready(nccl_state_t *st, const char *fn, const tp_coll_args_t *a
         st->declined = 1;
         tp_log(lib == NULL ? TP_LOG_INFO : TP_LOG_WARN, "nccl",
                "%s: not using NCCL for CUDA buffers on comm of %d ranks: %s", fn, st->size, none);
-        free(all);
+        st->hellos = all;
         return TP_COLL_DECLINED;
     }
     if (s == TP_OK) s = init_comm(st, fn, lib, &all[0], st->size, st->rank, &st->nc);
@@ -312,6 +313,14 @@ tp_status_t nccl_pair(nccl_state_t *st, const char *fn, const tp_coll_args_t *a,
         st->pairs = calloc((size_t)st->size, sizeof(*st->pairs));
         st->pair_declined = calloc((size_t)st->size, 1);
         if (st->pairs == NULL || st->pair_declined == NULL) return TP_ERR_NO_MEMORY;
+    }
+    if (st->pairs[peer] == NULL && !st->pair_declined[peer] && st->hellos != NULL) {
+        /* The comm's hellos say it already, with no host call: one now would first wait for the staged calls queued
+         * before it, which may wait for a stream the engine holds (stage_check later hung so on the H200). */
+        nccl_hello_t two[2] = {st->hellos[st->rank < peer ? st->rank : peer],
+                               st->hellos[st->rank < peer ? peer : st->rank]};
+        char none[512];
+        if (unusable(two, NULL, 2, "another rank has no usable NCCL", none, sizeof(none))) st->pair_declined[peer] = 1;
     }
     if (st->pairs[peer] == NULL && !st->pair_declined[peer]) {
         char why[512] = "";

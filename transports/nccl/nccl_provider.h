@@ -13,6 +13,7 @@ typedef struct nccl_state {
     nccl_comm_t nc;        /* the comm's communicator, made by its first collective on CUDA memory */
     nccl_comm_t *pairs;    /* by comm rank: two-rank communicators of point-to-point calls made before nc */
     signed char *pair_declined;
+    struct nccl_hello *hellos; /* every rank's hello, kept when the comm declined: its pairs decide without a call */
     int nccl_order;   /* TP_NCCL_ORDER=nccl: NCCL's own sums, max and min */
     double timeout_s; /* bound on init and on a call's enqueue (the comm's boot_timeout) */
     void *scratch;
