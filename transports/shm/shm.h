@@ -10,15 +10,22 @@
 
 #include "tp_provider.h"
 
-#define SHM_MAGIC          0x74702d73686d3031ULL /* "tp-shm01": a segment of this layout */
+#define SHM_MAGIC          0x74702d73686d3032ULL /* "tp-shm02": a segment of this layout */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
+#define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */
+#define SHM_CELL_BODY      (SHM_LINE - 8) /* a cell's bytes after its sequence word */
+#define SHM_CELL_FIRST     (SHM_CELL_BODY - TP_FRAME_HEADER_BYTES) /* payload bytes beside a frame's header */
+#define SHM_CELL_SPAN      19 /* most cells one frame takes: 1 KiB of payload inline */
+#define SHM_INLINE_MAX     (SHM_CELL_FIRST + (SHM_CELL_SPAN - 1) * SHM_CELL_BODY) /* larger ones take the ring */
 
 /*
- * Rank r's segment: a control line, then one channel per sender s (s -> r; r's own slot unused). The sender writes
- * frames (header, payload) as a byte stream into ring and raises head; r reads and raises tail. Every value read
- * from a segment is checked before it is used: a peer may write anything into it.
+ * Rank r's segment: a control line, then one channel per sender s (s -> r; r's own slot unused): its positions, a
+ * ring of cells and a byte ring. Cell i (mod SHM_CELLS) carries sequence word i + 1, written last; a frame's header
+ * starts a cell, a payload up to SHM_INLINE_MAX follows in that cell and the next ones, a larger one goes as a byte
+ * stream into ring (head raised by the sender, tail by r). Every value read from a segment is checked before it is used:
+ * a peer may write anything into it.
  */
 typedef struct shm_ctl {
     uint64_t magic;
@@ -32,8 +39,15 @@ typedef struct shm_ctl {
 typedef struct shm_chan {
     _Alignas(SHM_LINE) _Atomic uint64_t head; /* bytes ever written by the sender */
     _Atomic uint32_t attached;                /* the sender has mapped this segment: the owner's connect may end */
-    _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner */
+    _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner (the sender reads it when full) */
+    _Atomic uint64_t cells_done;              /* cells ever consumed by the owner */
 } shm_chan_t;
+
+typedef struct shm_cell {
+    _Alignas(SHM_LINE) _Atomic uint64_t seq; /* cell number + 1 when written; zero when never */
+    uint8_t body[SHM_CELL_BODY];             /* a frame's header and first payload bytes, or more of its payload */
+} shm_cell_t;
+_Static_assert(sizeof(shm_cell_t) == SHM_LINE, "a cell is one cache line");
 
 /* Ring bytes per sender in a world of n: 1 MiB in flight keeps a copy pipelined; past 32 ranks less, so a
  * segment (populated when mapped) stays within 32 MiB, never under 64 KiB a ring. */
@@ -44,9 +58,11 @@ static inline size_t shm_ring_bytes(int n)
     return r;
 }
 
-/* Offset of sender s's channel and of its ring in a segment. */
-#define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + (ring)))
-#define SHM_RING_OFF(s, ring)  (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
+/* Offset of sender s's channel, its cells and its ring in a segment. */
+#define SHM_CELLS_BYTES        (SHM_CELLS * sizeof(shm_cell_t))
+#define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + SHM_CELLS_BYTES + (ring)))
+#define SHM_CELLS_OFF(s, ring) (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
+#define SHM_RING_OFF(s, ring)  (SHM_CELLS_OFF(s, ring) + SHM_CELLS_BYTES)
 #define SHM_SEG_BYTES(n, ring) SHM_CHAN_OFF(n, ring)
 
 /* One peer: its segment (where this rank writes), and this rank's view of both directions. */
@@ -59,12 +75,17 @@ typedef struct shm_peer {
     uint8_t *seg;
     size_t seg_bytes;
     shm_chan_t *out; /* this rank -> peer, in the peer's segment */
+    shm_cell_t *out_cells;
     uint8_t *out_ring;
     shm_chan_t *in; /* peer -> this rank, in this rank's segment */
+    const shm_cell_t *in_cells;
     const uint8_t *in_ring;
     shm_ctl_t *ctl;                   /* the peer's control line: its sleeping word */
     uint64_t out_head, out_tail_seen; /* private truth of what this rank wrote, and the peer's last tail */
+    uint64_t out_cells_sent, out_cells_seen; /* cells this rank filled, and the peer's last cells_done */
     uint64_t in_tail, in_head_seen;   /* private truth of what this rank consumed, and the peer's last head */
+    uint64_t in_cells_next;           /* cells this rank consumed: the next frame's cell */
+    int stalled;                      /* the send waits for the peer to free cells or ring bytes */
     tp_status_t broken;               /* TP_OK, or why frames from the peer are not read again */
     tp_status_t send_broken;          /* TP_OK, or why nothing more goes to the peer */
     tp_xfer_t *send_head, *send_tail;

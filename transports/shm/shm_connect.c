@@ -172,8 +172,10 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
         goto err;
     close(memfd);
     p->out = (shm_chan_t *)(p->seg + SHM_CHAN_OFF(st->env.rank, ring));
+    p->out_cells = (shm_cell_t *)(p->seg + SHM_CELLS_OFF(st->env.rank, ring));
     p->out_ring = p->seg + SHM_RING_OFF(st->env.rank, ring);
     p->in = (shm_chan_t *)(st->seg + SHM_CHAN_OFF(r, ring));
+    p->in_cells = (const shm_cell_t *)(st->seg + SHM_CELLS_OFF(r, ring));
     p->in_ring = st->seg + SHM_RING_OFF(r, ring);
     p->ring = ring;
     p->use = 1;
