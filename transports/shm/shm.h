@@ -33,6 +33,7 @@ typedef struct shm_ctl {
     uint32_t rank; /* owner */
     uint64_t ring_bytes;
     uint64_t seg_bytes;
+    uint64_t probe_addr, probe_value; /* a word in the owner's memory: a peer reading it there may use CMA */
     _Alignas(SHM_LINE) _Atomic uint32_t sleeping; /* the owner is about to block: writers and readers wake it */
 } shm_ctl_t;
 
@@ -41,7 +42,12 @@ typedef struct shm_chan {
     _Atomic uint32_t attached;                /* the sender has mapped this segment: the owner's connect may end */
     _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner (the sender reads it when full) */
     _Atomic uint64_t cells_done;              /* cells ever consumed by the owner */
+    _Atomic uint32_t cma;                     /* the owner reads the sender's memory with process_vm_readv */
 } shm_chan_t;
+
+/* What follows the header in the cell of a frame whose payload is not inline: where the payload is. */
+#define SHM_VIA_RING 1 /* the byte ring */
+#define SHM_VIA_CMA  2 /* the sender's buffer, at the address beside it, until the receiver consumes the cell */
 
 typedef struct shm_cell {
     _Alignas(SHM_LINE) _Atomic uint64_t seq; /* cell number + 1 when written; zero when never */
@@ -86,11 +92,13 @@ typedef struct shm_peer {
     uint64_t in_tail, in_head_seen;   /* private truth of what this rank consumed, and the peer's last head */
     uint64_t in_cells_next;           /* cells this rank consumed: the next frame's cell */
     int stalled;                      /* the send waits for the peer to free cells or ring bytes */
+    uint64_t cma_min;                 /* frames of this many bytes go by CMA (the peer reads them); 0: never */
+    uint64_t cma_wait;                /* the cell after the descriptor of the frame the peer is reading; 0: none */
     tp_status_t broken;               /* TP_OK, or why frames from the peer are not read again */
     tp_status_t send_broken;          /* TP_OK, or why nothing more goes to the peer */
     tp_xfer_t *send_head, *send_tail;
     tp_xfer_t *recv_head, *recv_tail;
-    uint8_t hdr[TP_FRAME_HEADER_BYTES]; /* the header taken from the ring that waits for its receive */
+    uint8_t hdr[SHM_CELL_BODY]; /* the header (and its payload's place) taken from a cell, waiting for its receive */
     int hdr_have;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;
@@ -108,6 +116,7 @@ typedef struct shm_state {
     shm_peer_t *peers;   /* by world rank */
     struct pollfd *pfds; /* the pidfds a return from a wait checks, and their ranks */
     int *dead;
+    uint64_t probe; /* the word the control line points peers at */
 } shm_state_t;
 
 extern const tp_transport_ops_t tp_shm_ops;
@@ -117,5 +126,9 @@ tp_status_t shm_post(void *state, tp_xfer_t *x);
 tp_status_t shm_progress(void *state, int *moved);
 int shm_event_fds(void *state, struct pollfd *fds, int max);
 void shm_cancel(void *state);
+
+/* shm_cma.c */
+void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
+tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);
 
 #endif

@@ -76,7 +76,7 @@ static tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char
         tp_fate_report(rank, reason);
     } else { /* garbage in shared memory: the job names the peer that wrote it */
         tp_log(TP_LOG_ERROR, "shm", "rank %d: %s: refused", rank, reason);
-        char blame[256];
+        char blame[320];
         snprintf(blame, sizeof(blame), "it broke the shared-memory protocol: %s", reason);
         tp_fate_blame(rank, why, blame);
     }
@@ -159,13 +159,19 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
     }
     shm_cell_t *cell = &p->out_cells[c % SHM_CELLS];
     tp_xfer_frame_header(x, base, cell->body);
+    int cma = !inl && p->cma_min > 0 && fl >= p->cma_min && fr == fl &&
+              atomic_load_explicit(&p->out->cma, memory_order_relaxed);
+    uint64_t via[2] = {cma ? SHM_VIA_CMA : SHM_VIA_RING, (uint64_t)(uintptr_t)((const uint8_t *)x->buf + base)};
     if (inl) {
         cells_put(p->out_cells, c, (const uint8_t *)x->buf + base, fl);
         x->done = base + fl;
+    } else {
+        memcpy(cell->body + H, via, sizeof(via));
     }
     atomic_store_explicit(&cell->seq, c + 1, memory_order_release);
     p->out_cells_sent = c + k;
     x->frame_off = inl ? 0 : H;
+    if (cma) p->cma_wait = c + 1; /* the buffer stays the peer's to read until it consumes this cell */
     *go = 1;
     return TP_OK;
 }
@@ -177,6 +183,17 @@ static void send_complete(shm_peer_t *p, tp_xfer_t *x)
     if (p->send_head == NULL) p->send_tail = NULL;
 }
 
+/* Whether the peer has read the frame this rank's buffer lent it by CMA (it consumed the descriptor's cell). */
+static tp_status_t cma_done(shm_peer_t *p, int rank, int *done)
+{
+    uint64_t d = atomic_load_explicit(&p->out->cells_done, memory_order_acquire);
+    if (d - p->out_cells_seen > p->out_cells_sent - p->out_cells_seen)
+        return shm_fail_position(p, rank, 1, "consumed cell count", d, p->out_cells_seen, p->out_cells_sent);
+    p->out_cells_seen = d;
+    *done = d >= p->cma_wait;
+    return TP_OK;
+}
+
 static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
 {
     uint64_t head = p->out_head, cells = p->out_cells_sent;
@@ -185,6 +202,20 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
     while (p->send_head != NULL) {
         tp_xfer_t *x = p->send_head;
         size_t base = x->done - part_done(x), fl = tp_xfer_frame_len(x, base);
+        if (p->cma_wait != 0) { /* the frame is out once the peer has read it */
+            int done = 0;
+            if ((s = cma_done(p, rank, &done)) != TP_OK) break;
+            if (!done) {
+                p->stalled = 1;
+                break;
+            }
+            p->cma_wait = 0;
+            x->done = base + fl;
+            x->frame_off = 0;
+            *moved = 1;
+            if (x->done == x->len) send_complete(p, x);
+            continue;
+        }
         if (x->frame_off == 0) {
             int go = 0;
             if ((s = send_header(p, rank, x, base, &go)) != TP_OK || !go) break;
@@ -192,6 +223,7 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
                 if (x->done == x->len) send_complete(p, x);
                 continue;
             }
+            if (p->cma_wait != 0) continue; /* the peer reads the payload itself */
         }
         size_t n = tp_xfer_frame_ready(x, base) - part_done(x);
         uint64_t space = 0;
@@ -262,7 +294,7 @@ static tp_status_t recv_header(shm_peer_t *p, int rank, int *have)
     uint64_t before = cell_before(c);
     *have = v == c + 1;
     if (!*have && v != before) return shm_fail_position(p, rank, 0, "cell sequence word", v, before, c + 1);
-    if (*have) memcpy(p->hdr, p->in_cells[c % SHM_CELLS].body, H); /* a private copy: what is checked is used */
+    if (*have) memcpy(p->hdr, p->in_cells[c % SHM_CELLS].body, SHM_CELL_BODY); /* private: what is checked is used */
     p->hdr_have = *have;
     return TP_OK;
 }
@@ -283,6 +315,31 @@ static tp_status_t recv_ring(shm_peer_t *p, int rank, uint64_t *tail, int *moved
     p->rx_left -= take;
     *moved = 1;
     if (p->rx_left == 0) recv_finish_frame(p, x);
+    return TP_OK;
+}
+
+/* A frame whose payload is not in its cells: from the ring as it arrives, or read at once from the sender's buffer
+ * (CMA) into this rank's receive, whose own length bounds the read whatever the peer wrote. */
+static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl)
+{
+    uint64_t via[2];
+    char why[200];
+    memcpy(via, p->hdr + H, sizeof(via));
+    if (via[0] == SHM_VIA_RING) {
+        p->in_cells_next++;
+        p->rx_cur = x;
+        p->rx_left = fl;
+        return TP_OK;
+    }
+    if (via[0] != SHM_VIA_CMA || !atomic_load_explicit(&p->in->cma, memory_order_relaxed)) {
+        snprintf(why, sizeof(why), "its frame's payload is at an unknown place %llu", (unsigned long long)via[0]);
+        return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
+    }
+    tp_status_t s = shm_cma_read(p, (uint8_t *)x->buf + x->done, fl, via[1], why, sizeof(why));
+    if (s != TP_OK) return shm_fail(p, rank, s, why);
+    x->done += fl;
+    p->in_cells_next++;
+    recv_finish_frame(p, x);
     return TP_OK;
 }
 
@@ -308,10 +365,8 @@ static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *move
             x->done += fl;
             p->in_cells_next += cells_for(fl);
             recv_finish_frame(p, x);
-        } else {
-            p->in_cells_next++;
-            p->rx_cur = x;
-            p->rx_left = fl;
+        } else if ((s = recv_large(p, rank, x, fl)) != TP_OK) {
+            break;
         }
     }
     if (tail != p->in_tail || cells != p->in_cells_next) {
