@@ -31,10 +31,7 @@ static const tp_transport_ops_t *registered[TP_TRANSPORTS_MAX];
 static int num_registered;
 
 /* Whether a rank's published CPU list is one CPU ("3", not "0-1" or "0,2"). */
-static int one_cpu(const char *cpus)
-{
-    return cpus[0] != '\0' && strspn(cpus, "0123456789") == strlen(cpus);
-}
+static int one_cpu(const char *cpus) { return cpus[0] != '\0' && strspn(cpus, "0123456789") == strlen(cpus); }
 
 #define TP_SPIN_BUSY_NS 3000 /* the first part of a spin makes no system call (one costs ~2 us in a VM) */
 

@@ -114,7 +114,8 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
         return read(verdict_pipe[0], &v, 1) != 1;
     }
     static float x[1 << 19]; /* 2 MiB: more than a ring */
-    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0, fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
+    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0,
+        fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
     if (me == 2 && relay && (tp_recv(w, x, 1, TP_F32, 1, NULL) != TP_OK || tp_send(w, x, 1, TP_F32, 0, NULL) != TP_OK))
         return 1;
     if (me != 0) { /* in the barrier, so rank 0 is not told of a finalize before it reads rank 1's garbage */

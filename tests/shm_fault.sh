@@ -16,7 +16,7 @@ declare -A why=([head]="shm: error: rank 1: its written position [0-9]* in share
     [tail]="shm: error: rank 1: its consumed position" [cells]="shm: error: rank 1: its consumed cell count"
     [fuzz]="")
 for mode in head cma cell seq tail cells fuzz; do
-    # the ring path, where the garbage is read (cma: the receiver may still read by CMA; the cell says it does)
+    # tail: the ring path, where the garbage is read (cma: a receiver reads by CMA whatever its own setting)
     cma=64K
     case $mode in tail | cma) cma=0 ;; esac
     out=$(TP_SHM_CMA_BYTES=$cma TP_ERRORS=return timeout 30 "$TPRUN" -n 3 $PROG $mode 2>&1)

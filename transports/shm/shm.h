@@ -15,7 +15,7 @@
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
 #define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */
-#define SHM_CELL_BODY      (SHM_LINE - 8) /* a cell's bytes after its sequence word */
+#define SHM_CELL_BODY      (SHM_LINE - 8)                          /* a cell's bytes after its sequence word */
 #define SHM_CELL_FIRST     (SHM_CELL_BODY - TP_FRAME_HEADER_BYTES) /* payload bytes beside a frame's header */
 #define SHM_CELL_SPAN      19 /* most cells one frame takes: 1 KiB of payload inline */
 #define SHM_INLINE_MAX     (SHM_CELL_FIRST + (SHM_CELL_SPAN - 1) * SHM_CELL_BODY) /* larger ones take the ring */
@@ -86,16 +86,16 @@ typedef struct shm_peer {
     shm_chan_t *in; /* peer -> this rank, in this rank's segment */
     const shm_cell_t *in_cells;
     const uint8_t *in_ring;
-    shm_ctl_t *ctl;                   /* the peer's control line: its sleeping word */
-    uint64_t out_head, out_tail_seen; /* private truth of what this rank wrote, and the peer's last tail */
+    shm_ctl_t *ctl;                          /* the peer's control line: its sleeping word */
+    uint64_t out_head, out_tail_seen;        /* private truth of what this rank wrote, and the peer's last tail */
     uint64_t out_cells_sent, out_cells_seen; /* cells this rank filled, and the peer's last cells_done */
-    uint64_t in_tail, in_head_seen;   /* private truth of what this rank consumed, and the peer's last head */
-    uint64_t in_cells_next;           /* cells this rank consumed: the next frame's cell */
-    int stalled;                      /* the send waits for the peer to free cells or ring bytes */
-    uint64_t cma_min;                 /* frames of this many bytes go by CMA (the peer reads them); 0: never */
-    uint64_t cma_wait;                /* the cell after the descriptor of the frame the peer is reading; 0: none */
-    tp_status_t broken;               /* TP_OK, or why frames from the peer are not read again */
-    tp_status_t send_broken;          /* TP_OK, or why nothing more goes to the peer */
+    uint64_t in_tail, in_head_seen;          /* private truth of what this rank consumed, and the peer's last head */
+    uint64_t in_cells_next;                  /* cells this rank consumed: the next frame's cell */
+    int stalled;                             /* the send waits for the peer to free cells or ring bytes */
+    uint64_t cma_min;                        /* frames of this many bytes go by CMA (the peer reads them); 0: never */
+    uint64_t cma_wait;       /* the cell after the descriptor of the frame the peer is reading; 0: none */
+    tp_status_t broken;      /* TP_OK, or why frames from the peer are not read again */
+    tp_status_t send_broken; /* TP_OK, or why nothing more goes to the peer */
     tp_xfer_t *send_head, *send_tail;
     tp_xfer_t *recv_head, *recv_tail;
     uint8_t hdr[SHM_CELL_BODY]; /* the header (and its payload's place) taken from a cell, waiting for its receive */

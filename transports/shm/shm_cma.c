@@ -14,15 +14,18 @@ void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r)
     uint64_t min = 0, got = 0;
     char err[160];
     const char *v = tp_config_value("TP_SHM_CMA_BYTES");
-    if (v == NULL || strcmp(v, "0") == 0 || tp_config_parse_size("TP_SHM_CMA_BYTES", v, &min, err, sizeof(err)) != TP_OK)
+    if (v == NULL || strcmp(v, "0") == 0 ||
+        tp_config_parse_size("TP_SHM_CMA_BYTES", v, &min, err, sizeof(err)) != TP_OK)
         min = 0; /* off, or a value the environment check at init refused already */
     struct iovec local = {.iov_base = &got, .iov_len = sizeof(got)};
     struct iovec remote = {.iov_base = (void *)(uintptr_t)p->ctl->probe_addr, .iov_len = sizeof(got)};
     ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
     int ok = n == (ssize_t)sizeof(got) && got == p->ctl->probe_value;
     if (!ok)
-        tp_log(TP_LOG_DEBUG, "shm", "rank %d: process_vm_readv of its memory refused (%s): large frames from it "
-               "go through the ring", r, n < 0 ? strerror(errno) : "another value");
+        tp_log(TP_LOG_DEBUG, "shm",
+               "rank %d: process_vm_readv of its memory refused (%s): large frames from it "
+               "go through the ring",
+               r, n < 0 ? strerror(errno) : "another value");
     atomic_store(&p->in->cma, (uint32_t)ok); /* in this rank's segment: the peer's sends read it */
     p->cma_min = min == 0 || min > SHM_INLINE_MAX ? min : SHM_INLINE_MAX + 1;
     (void)st;

@@ -84,8 +84,8 @@ static tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char
 }
 
 /* A position the peer wrote in shared memory, outside what this rank's own records allow. */
-static tp_status_t shm_fail_position(shm_peer_t *p, int rank, int sending, const char *what, uint64_t got,
-                                     uint64_t lo, uint64_t hi)
+static tp_status_t shm_fail_position(shm_peer_t *p, int rank, int sending, const char *what, uint64_t got, uint64_t lo,
+                                     uint64_t hi)
 {
     char why[160];
     snprintf(why, sizeof(why), "its %s %llu in shared memory is outside %llu-%llu", what, (unsigned long long)got,
@@ -452,8 +452,8 @@ int shm_event_fds(void *state, struct pollfd *fds, int max)
         else if (p->recv_head != NULL && !p->hdr_have)
             news = atomic_load(&p->in_cells[c % SHM_CELLS].seq) != cell_before(c);
         if (p->send_head != NULL && p->stalled)
-            news |= atomic_load(&p->out->tail) != p->out_tail_seen ||
-                    atomic_load(&p->out->cells_done) != p->out_cells_seen;
+            news |=
+                atomic_load(&p->out->tail) != p->out_tail_seen || atomic_load(&p->out->cells_done) != p->out_cells_seen;
     }
     uint64_t one = 1;
     if (news && write(st->eventfd, &one, sizeof(one)) < 0) return -1;
