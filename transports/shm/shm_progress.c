@@ -472,5 +472,6 @@ void shm_cancel(void *state)
         p->send_head = p->send_tail = NULL;
         p->recv_head = p->recv_tail = NULL;
         p->rx_cur = NULL;
+        p->cma_wait = 0; /* its frame had started: the pair is broken above, so nothing waits on it again */
     }
 }
