@@ -17,12 +17,12 @@ extern const tp_config_entry_t tp_core_config[], tp_tprun_config[], tp_stage_con
 extern const tp_transport_ops_t tp_shm_ops, tp_tcp_ops;
 extern const tp_device_ops_t tp_cuda_device_ops, tp_hip_device_ops;
 extern const tp_coll_ops_t tp_staged_coll_ops;
-extern const tp_config_entry_t tp_nccl_config[];
+extern const tp_config_entry_t tp_nccl_config[], tp_shm_config[];
 extern const tp_coll_ops_t tp_nccl_coll_ops;
 
 const tp_component_t tp_components[] = {
     {"core", TP_COMPONENT_CORE, tp_core_config, NULL},
-    {"shm", TP_COMPONENT_TRANSPORT, NULL, OPS(tp_shm_ops)},
+    {"shm", TP_COMPONENT_TRANSPORT, tp_shm_config, OPS(tp_shm_ops)},
     {"tcp", TP_COMPONENT_TRANSPORT, NULL, OPS(tp_tcp_ops)},
     {"cuda", TP_COMPONENT_DEVICE, NULL, OPS(tp_cuda_device_ops)},
     {"hip", TP_COMPONENT_DEVICE, NULL, OPS(tp_hip_device_ops)},

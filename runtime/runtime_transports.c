@@ -30,6 +30,9 @@ static int transport_list(const tp_transport_ops_t **list)
 static const tp_transport_ops_t *registered[TP_TRANSPORTS_MAX];
 static int num_registered;
 
+/* Whether a rank's published CPU list is one CPU ("3", not "0-1" or "0,2"). */
+static int one_cpu(const char *cpus) { return cpus[0] != '\0' && strspn(cpus, "0123456789") == strlen(cpus); }
+
 #define TP_SPIN_BUSY_NS 3000 /* the first part of a spin makes no system call (one costs ~2 us in a VM) */
 
 typedef struct tp_transports {
@@ -46,6 +49,7 @@ typedef struct tp_transports {
     struct pollfd *pfds; /* several transports: every one's event fds, polled together */
     int pfds_len;
     int yield; /* more ranks on this kernel than CPUs: a spinning rank lets the one it waits for run */
+    int own_cpu; /* every rank on this kernel is bound to a CPU of its own: a spin never delays a peer */
 } tp_transports_t;
 
 int tp_transports_names(const char **names, int max)
@@ -306,6 +310,10 @@ tp_status_t tp_transports_select(tp_world_t *w)
     for (int p = 0; p < w->size; p++) here += p != w->rank && t->views[p].same_kernel;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     t->yield = cpus < 1 || here > cpus;
+    t->own_cpu = one_cpu(w->peers[w->rank].cpus);
+    for (int p = 0; p < w->size && t->own_cpu; p++)
+        if (p != w->rank && t->views[p].same_kernel)
+            t->own_cpu = one_cpu(w->peers[p].cpus) && strcmp(w->peers[p].cpus, w->peers[w->rank].cpus) != 0;
     return TP_OK;
 }
 
@@ -455,8 +463,9 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
     if (s != TP_OK || moved || !wait) return s;
     int64_t now = tp_now_ns(), spin_end = now + (int64_t)w->spin_us * 1000, busy_end = now + TP_SPIN_BUSY_NS;
     while ((now = tp_now_ns()) < spin_end) {
-        /* a rank that shares its core, or waits longer than a peer on another core takes to answer, lets it run */
-        if (t->yield || now > busy_end) sched_yield();
+        /* a rank that may share its core with a peer lets it run: at once when the kernel has more ranks than
+         * CPUs, else once it waits longer than a peer on another core takes to answer */
+        if (t->yield || (!t->own_cpu && now > busy_end)) sched_yield();
         if ((s = progress_all(t, &moved)) != TP_OK || moved) return s;
     }
     /* Slot 0 is the wake fd: a failure or finalize news wakes the call, which decides whether to go on waiting. */

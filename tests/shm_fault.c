@@ -1,8 +1,10 @@
 /*
  * shm_fault: a peer that writes garbage into the shared-memory transport's segments, and a job whose every rank is
- * SIGKILLed. head|ring|tail|fuzz: rank 1 writes an impossible written position, a forged header, an impossible
- * consumed position, or random bytes over all of rank 0's segment; rank 0's next call must fail with
- * TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
+ * SIGKILLed. head|cma|cell|seq|tail|cells|fuzz: rank 1 writes an impossible written position (while rank 0 reads a
+ * ring payload), a frame whose payload is to be read from address 8 of rank 1 (CMA), a forged header in a cell, an
+ * impossible cell sequence word, an impossible consumed position or
+ * cell count (while rank 0 fills the ring or the cells), or random bytes over all of rank 0's segment; rank 0's
+ * next call must fail with TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
  * /dev/shm, rank 0 prints every rank's pid, and all loop in all_reduce until the script SIGKILLs them.
  */
 #include <dirent.h>
@@ -76,39 +78,58 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
             printf("rank 1: %s: no shm segment of rank 0 or 1 mapped here\n", mode);
             return 1;
         }
-        shm_chan_t *c = chan(seg0, 1, tp_comm_size(w));
-        uint64_t h = atomic_load(&c->head);
-        if (strcmp(mode, "head") == 0) {
-            atomic_store(&c->head, h + ((uint64_t)1 << 40));
-        } else if (strcmp(mode, "ring") == 0) { /* a whole header of garbage where rank 0 reads next */
-            uint8_t *ring = seg0 + SHM_RING_OFF(1, shm_ring_bytes(tp_comm_size(w)));
-            for (uint64_t i = 0; i < TP_FRAME_HEADER_BYTES; i++)
-                ring[(h + i) & (shm_ring_bytes(tp_comm_size(w)) - 1)] = (uint8_t)(i * 37 + 11);
-            atomic_store(&c->head, h + TP_FRAME_HEADER_BYTES);
-        } else if (strcmp(mode, "tail") == 0) { /* rank 1 owns this word: rank 0 reads it as it sends */
-            atomic_store(&chan(seg1, 0, tp_comm_size(w))->tail, ((uint64_t)1 << 40) + 12345);
+        int n = tp_comm_size(w);
+        shm_chan_t *c = chan(seg0, 1, n);
+        shm_cell_t *cells = (shm_cell_t *)(seg0 + SHM_CELLS_OFF(1, shm_ring_bytes(n)));
+        uint64_t next = atomic_load(&c->cells_done); /* rank 0 consumed all: the cell of rank 1's next frame */
+        static float big[4096];
+        if (strcmp(mode, "head") == 0) { /* a payload in the ring, then its written position a TiB ahead */
+            if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
+            atomic_store(&c->head, atomic_load(&c->head) + ((uint64_t)1 << 40));
+        } else if (strcmp(mode, "cma") == 0) { /* a payload in the ring, then its cell says: read it at address 8 */
+            if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
+            uint64_t via[2] = {SHM_VIA_CMA, 8};
+            memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
+        } else if (strcmp(mode, "cell") == 0) { /* a whole header of garbage in the cell rank 0 reads next */
+            for (int i = 0; i < SHM_CELL_BODY; i++) cells[next % SHM_CELLS].body[i] = (uint8_t)(i * 37 + 11);
+            atomic_store(&cells[next % SHM_CELLS].seq, next + 1);
+        } else if (strcmp(mode, "seq") == 0) { /* a sequence word of neither this lap nor the last */
+            atomic_store(&cells[next % SHM_CELLS].seq, next + 1 + 5 * SHM_CELLS);
+        } else if (strcmp(mode, "tail") == 0) { /* rank 1 owns these words: rank 0 reads them once it is full */
+            atomic_store(&chan(seg1, 0, n)->tail, ((uint64_t)1 << 40) + 12345);
+        } else if (strcmp(mode, "cells") == 0) {
+            atomic_store(&chan(seg1, 0, n)->cells_done, ((uint64_t)1 << 40) + 12345);
         } else { /* fuzz */
             srand(42);
-            for (size_t i = 0; i < SHM_SEG_BYTES(tp_comm_size(w), shm_ring_bytes(tp_comm_size(w))); i++)
-                seg0[i] = (uint8_t)rand();
+            for (size_t i = 0; i < SHM_SEG_BYTES(n, shm_ring_bytes(n)); i++) seg0[i] = (uint8_t)rand();
         }
         printf("rank 1: %s: garbage written\n", mode);
         fflush(stdout);
         static float one[1];
-        if (strcmp(mode, "tail") == 0) tp_send(w, one, 1, TP_F32, 0, NULL); /* rank 0 sends only after this */
+        /* rank 0 goes on only after this: straight (tail, cells) or through rank 2 (head: rank 0 then reads from 1) */
+        if (strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0) tp_send(w, one, 1, TP_F32, 0, NULL);
+        if (strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0) tp_send(w, one, 1, TP_F32, 2, NULL);
         /* waits for the verdict (a call or a finalize now would end rank 0's call before it reads the garbage) */
         char v;
         return read(verdict_pipe[0], &v, 1) != 1;
     }
-    static float x[65536];
+    static float x[1 << 19]; /* 2 MiB: more than a ring */
+    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0,
+        fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
+    if (me == 2 && relay && (tp_recv(w, x, 1, TP_F32, 1, NULL) != TP_OK || tp_send(w, x, 1, TP_F32, 0, NULL) != TP_OK))
+        return 1;
     if (me != 0) { /* in the barrier, so rank 0 is not told of a finalize before it reads rank 1's garbage */
-        if (strcmp(mode, "tail") != 0) tp_barrier(w);
+        if (!fill) tp_barrier(w);
         return 0;
     }
     tp_status_t s = TP_OK;
-    if (strcmp(mode, "tail") == 0) {
-        if ((s = tp_recv(w, x, 1, TP_F32, 1, NULL)) == TP_OK) s = tp_send(w, x, 65536, TP_F32, 1, NULL);
-    } else {
+    if (fill && (s = tp_recv(w, x, 1, TP_F32, 1, NULL)) == TP_OK) {
+        if (strcmp(mode, "tail") == 0) s = tp_send(w, x, 1 << 19, TP_F32, 1, NULL);
+        for (int i = 0; i < 2 * SHM_CELLS && s == TP_OK && strcmp(mode, "cells") == 0; i++)
+            s = tp_send(w, x, 1, TP_F32, 1, NULL);
+    } else if (relay) {
+        if ((s = tp_recv(w, x, 1, TP_F32, 2, NULL)) == TP_OK) s = tp_recv(w, x, 4096, TP_F32, 1, NULL);
+    } else if (!fill) {
         s = tp_barrier(w);
     }
     printf("rank 0: %s: %s: %s\n", mode, tp_status_string(s), s != TP_OK ? tp_last_error() : "");

@@ -3,14 +3,21 @@
 # MPI (its shared-memory path, vader, and forced to TCP over loopback) and MPICH, for 2, 3 and 4 ranks; prints one
 # table per transport and world with our ratio to each peer. Not run by make check.
 #   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--transports "shm tcp"] [--max-bytes N] [--ops LIST] [--iters N]
-#                                [--json]
+#                                [--rounds R] [--peers "ompi-vader ompi-tcp mpich"] [--base DIR] [--json]
+# --rounds R runs everything R times, interleaved (round 1 of every program, then round 2, ...); a cell is the
+# median over the rounds of each round's p50 / p90, a ratio the median of the rounds' ratios (a loaded machine
+# moves single runs several-fold). --base DIR also runs DIR's tprun and tp-bench (another build, e.g. the one
+# before a change) in each round, as "base" columns. Run it under `nice -n -20` on a shared machine: every program
+# inherits it.
+# tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
+# rank per core; both leave an oversubscribed job unbound.
 # TPRUN and BENCH_PROG name the programs (default: ./tprun and ./tp-bench in the build directory). A peer that
 # cannot be built or fails to run stops the script with its own messages.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 TPRUN=${TPRUN:-./tprun}
 BENCH_PROG=${BENCH_PROG:-./tp-bench}
-ranks="2 3 4" transports="shm tcp" opts=() json=0
+ranks="2 3 4" transports="shm tcp" opts=() json=0 rounds=1 peers="ompi-vader ompi-tcp mpich" base=""
 die() {
     echo "coll_bench.sh: $*" >&2
     exit 1
@@ -19,12 +26,24 @@ while [ $# -gt 0 ]; do
     case $1 in
     --ranks) ranks=${2-}; shift ;;
     --transports) transports=${2-}; shift ;;
+    --peers) peers=${2-}; shift ;;
+    --rounds) rounds=${2-}; shift ;;
+    --base) base=${2-}; shift ;;
     --max-bytes | --ops | --iters) [ $# -ge 2 ] || die "$1 needs a value"; opts+=("$1" "$2"); shift ;;
     --json) json=1 ;;
     *) echo "coll_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
+case $rounds in '' | *[!0-9]* | 0) die "--rounds takes a count of 1 or more, not '$rounds'" ;; esac
+for p in $peers; do
+    case $p in ompi-vader | ompi-tcp | mpich) ;; *) die "unknown peer '$p' in --peers: use ompi-vader, ompi-tcp, mpich" ;; esac
+done
+if [ -n "$base" ]; then
+    [ -x "$base/tprun" ] && [ -x "$base/tp-bench" ] || die "--base $base: no tprun and tp-bench built there"
+    base=$(cd "$base" && pwd)
+fi
+export TP_BIND_TO=${TP_BIND_TO:-core}
 work=$(mktemp -d "${TMPDIR:-/tmp}/coll-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cores=$(nproc)
@@ -33,58 +52,80 @@ for cc in mpicc.openmpi mpicc.mpich; do
     $cc -O2 -o "$work/${cc#mpicc.}_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err" ||
         die "$cc cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
 done
-# Runs one MPI peer; a failure stops the script with the peer's own last messages.
-run_peer() {
-    local name=$1 n=$2
-    shift 2
-    "$@" >>"$results" 2>"$work/peer.err" || die "$name failed at $n ranks (status $?): $(tail -n 5 "$work/peer.err")"
-}
 results=$work/results.jsonl
+# Runs one program; its JSON rows get the round number; a failure stops the script with its last messages.
+run_one() {
+    local name=$1 n=$2 round=$3
+    shift 3
+    "$@" >"$work/one.jsonl" 2>"$work/one.err" || die "$name failed at $n ranks (status $?): $(tail -n 5 "$work/one.err")"
+    sed "s/^{/{\"round\":$round,/" "$work/one.jsonl" >>"$results"
+}
+has_peer() { case " $peers " in *" $1 "*) return 0 ;; esac; return 1; }
 # The vCPU placement regime moves shared-memory numbers several-fold: probed before and after (docs/BENCHMARKS.md).
 PROBE=${PROBE:-./tests/bench/floor_probe}
-probe() { [ -x "$PROBE" ] && echo "coll_bench.sh: $1: $("$PROBE")" >&2 || echo "coll_bench.sh: $PROBE not built: no floor probe" >&2; }
+probe() { [ -x "$PROBE" ] && echo "coll_bench.sh: $1: $("$PROBE"), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2 || echo "coll_bench.sh: $PROBE not built: no floor probe" >&2; }
 probe before
-for n in $ranks; do
-    for tr in $transports; do
-        TP_TRANSPORTS=$tr "$TPRUN" -n "$n" "$BENCH_PROG" --json "${opts[@]}" >"$work/tprun.jsonl" ||
-            die "tp-bench failed at $n ranks over $tr (status $?)"
-        sed "s/\"impl\":\"tprun\"/\"impl\":\"tprun-$tr\"/" "$work/tprun.jsonl" >>"$results"
+for round in $(seq 1 "$rounds"); do
+    for n in $ranks; do
+        for tr in $transports; do
+            TP_TRANSPORTS=$tr run_one "tp-bench over $tr" "$n" "$round" "$TPRUN" -n "$n" "$BENCH_PROG" --json "${opts[@]}"
+            sed -i "s/\"impl\":\"tprun\"/\"impl\":\"tprun-$tr\"/" "$results"
+            if [ -n "$base" ]; then
+                TP_TRANSPORTS=$tr run_one "the base build's tp-bench over $tr" "$n" "$round" "$base/tprun" -n "$n" \
+                    "$base/tp-bench" --json "${opts[@]}"
+                sed -i "s/\"impl\":\"tprun\"/\"impl\":\"base-$tr\"/" "$results"
+            fi
+        done
+        # Open MPI's defaults on one host: ob1 with vader (shared memory, CMA single copy)
+        has_peer ompi-vader && run_one "Open MPI" "$n" "$round" mpirun.openmpi --allow-run-as-root --oversubscribe \
+            -n "$n" "$work/openmpi_bench" --impl ompi-vader "${opts[@]}"
+        has_peer ompi-tcp && run_one "Open MPI" "$n" "$round" mpirun.openmpi --allow-run-as-root --oversubscribe \
+            --mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include lo -n "$n" "$work/openmpi_bench" \
+            --impl ompi-tcp "${opts[@]}"
+        # MPICH only spins: oversubscribed it takes milliseconds per call, so it runs where each rank has a core
+        if has_peer mpich && [ "$n" -le "$cores" ]; then
+            run_one MPICH "$n" "$round" mpiexec.hydra -n "$n" "$work/mpich_bench" --impl mpich "${opts[@]}"
+        elif has_peer mpich; then
+            echo "coll_bench.sh: MPICH not run at $n ranks: this host has $cores cores (MPICH spins)" >&2
+        fi
     done
-    # Open MPI's defaults on one host: ob1 with vader (shared memory, CMA single copy)
-    run_peer "Open MPI" "$n" mpirun.openmpi --allow-run-as-root --oversubscribe -n "$n" "$work/openmpi_bench" \
-        --impl ompi-vader "${opts[@]}"
-    run_peer "Open MPI" "$n" mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 \
-        --mca btl_tcp_if_include lo -n "$n" "$work/openmpi_bench" --impl ompi-tcp "${opts[@]}"
-    # MPICH only spins: oversubscribed it takes milliseconds per call, so it runs where each rank has a core
-    if [ "$n" -le "$cores" ]; then
-        run_peer MPICH "$n" mpiexec.hydra -n "$n" "$work/mpich_bench" --impl mpich "${opts[@]}"
-    else
-        echo "coll_bench.sh: MPICH not run at $n ranks: this host has $cores cores (MPICH spins)" >&2
-    fi
+    probe "after round $round"
 done
-probe after
 if [ "$json" = 1 ]; then cat "$results"; exit 0; fi
 python3 - "$results" <<'PY'
-import json, sys
+import json, sys, statistics
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-key = lambda r: (r["ranks"], r["op"], r["bytes"])
-by = {}
-for r in rows: by.setdefault(key(r), {})[r["impl"]] = r
+by = {}  # (ranks, op, bytes) -> impl -> round -> row
+for r in rows: by.setdefault((r["ranks"], r["op"], r["bytes"]), {}).setdefault(r["impl"], {})[r["round"]] = r
 def size(b):
     for u, s in ((1 << 20, "MiB"), (1 << 10, "KiB")):
         if b >= u: return "%d %s" % (b // u, s)
     return "%d B" % b
-ours = sorted({i[len("tprun-"):] for d in by.values() for i in d if i.startswith("tprun-")}, key=lambda t: (t != "shm", t))
-cell = lambda r: "%.1f / %.1f" % (r["p50_us"], r["p90_us"]) if r else "not run"
+med = statistics.median
+def cell(runs):
+    if not runs: return "not run"
+    return "%.1f / %.1f" % (med(r["p50_us"] for r in runs.values()), med(r["p90_us"] for r in runs.values()))
+def ratio(ours, theirs):  # the median of the rounds' ratios, each within one round
+    q = [ours[k]["p50_us"] / theirs[k]["p50_us"] for k in ours if k in theirs and theirs[k]["p50_us"] > 0]
+    return "%.2f" % med(q) if q else "-"
+impls = {i for d in by.values() for i in d}
+ours = sorted({i[len("tprun-"):] for i in impls if i.startswith("tprun-")}, key=lambda t: (t != "shm", t))
+rounds = max(r["round"] for r in rows)
 for tr in ours:
     ompi = "ompi-vader" if tr == "shm" else "ompi-tcp"
+    base = "base-" + tr if "base-" + tr in impls else None
     for n in sorted({k[0] for k in by}):
-        print("\n### tprun over %s, %d ranks\n" % (tr, n))
-        print("| op | size | tprun %s p50 / p90 | %s p50 / p90 | tprun/ompi | mpich p50 / p90 | tprun/mpich |" % (tr, ompi))
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("\n### tprun over %s, %d ranks (%d round%s: medians)\n" % (tr, n, rounds, "s" if rounds > 1 else ""))
+        head = "| op | size | tprun %s p50 / p90 |" % tr
+        if base: head += " base p50 / p90 | tprun/base |"
+        head += " %s p50 / p90 | tprun/ompi | mpich p50 / p90 | tprun/mpich |" % ompi
+        print(head)
+        print("|---|---:|" + "---:|" * (head.count("|") - 3))
         for k in sorted((k for k in by if k[0] == n), key=lambda k: (k[1], k[2])):
-            d, t = by[k], by[k].get("tprun-" + tr)
-            ratio = lambda r: "%.2f" % (t["p50_us"] / r["p50_us"]) if r and t else "-"
-            o, m = d.get(ompi), d.get("mpich")
-            print("| %s | %s | %s | %s | %s | %s | %s |" % (k[1], size(k[2]), cell(t), cell(o), ratio(o), cell(m), ratio(m)))
+            d = by[k]
+            t, o, m = d.get("tprun-" + tr, {}), d.get(ompi, {}), d.get("mpich", {})
+            line = "| %s | %s | %s |" % (k[1], size(k[2]), cell(t))
+            if base: line += " %s | %s |" % (cell(d.get(base, {})), ratio(t, d.get(base, {})))
+            line += " %s | %s | %s | %s |" % (cell(o), ratio(t, o), cell(m), ratio(t, m))
+            print(line)
 PY

@@ -10,15 +10,22 @@
 
 #include "tp_provider.h"
 
-#define SHM_MAGIC          0x74702d73686d3031ULL /* "tp-shm01": a segment of this layout */
+#define SHM_MAGIC          0x74702d73686d3032ULL /* "tp-shm02": a segment of this layout */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
+#define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */
+#define SHM_CELL_BODY      (SHM_LINE - 8)                          /* a cell's bytes after its sequence word */
+#define SHM_CELL_FIRST     (SHM_CELL_BODY - TP_FRAME_HEADER_BYTES) /* payload bytes beside a frame's header */
+#define SHM_CELL_SPAN      19 /* most cells one frame takes: 1 KiB of payload inline */
+#define SHM_INLINE_MAX     (SHM_CELL_FIRST + (SHM_CELL_SPAN - 1) * SHM_CELL_BODY) /* larger ones take the ring */
 
 /*
- * Rank r's segment: a control line, then one channel per sender s (s -> r; r's own slot unused). The sender writes
- * frames (header, payload) as a byte stream into ring and raises head; r reads and raises tail. Every value read
- * from a segment is checked before it is used: a peer may write anything into it.
+ * Rank r's segment: a control line, then one channel per sender s (s -> r; r's own slot unused): its positions, a
+ * ring of cells and a byte ring. Cell i (mod SHM_CELLS) carries sequence word i + 1, written last; a frame's header
+ * starts a cell, a payload up to SHM_INLINE_MAX follows in that cell and the next ones, a larger one goes as a byte
+ * stream into ring (head raised by the sender, tail by r). Every value read from a segment is checked before it is used:
+ * a peer may write anything into it.
  */
 typedef struct shm_ctl {
     uint64_t magic;
@@ -26,14 +33,27 @@ typedef struct shm_ctl {
     uint32_t rank; /* owner */
     uint64_t ring_bytes;
     uint64_t seg_bytes;
+    uint64_t probe_addr, probe_value; /* a word in the owner's memory: a peer reading it there may use CMA */
     _Alignas(SHM_LINE) _Atomic uint32_t sleeping; /* the owner is about to block: writers and readers wake it */
 } shm_ctl_t;
 
 typedef struct shm_chan {
     _Alignas(SHM_LINE) _Atomic uint64_t head; /* bytes ever written by the sender */
     _Atomic uint32_t attached;                /* the sender has mapped this segment: the owner's connect may end */
-    _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner */
+    _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner (the sender reads it when full) */
+    _Atomic uint64_t cells_done;              /* cells ever consumed by the owner */
+    _Atomic uint32_t cma;                     /* the owner reads the sender's memory with process_vm_readv */
 } shm_chan_t;
+
+/* What follows the header in the cell of a frame whose payload is not inline: where the payload is. */
+#define SHM_VIA_RING 1 /* the byte ring */
+#define SHM_VIA_CMA  2 /* the sender's buffer, at the address beside it, until the receiver consumes the cell */
+
+typedef struct shm_cell {
+    _Alignas(SHM_LINE) _Atomic uint64_t seq; /* cell number + 1 when written; zero when never */
+    uint8_t body[SHM_CELL_BODY];             /* a frame's header and first payload bytes, or more of its payload */
+} shm_cell_t;
+_Static_assert(sizeof(shm_cell_t) == SHM_LINE, "a cell is one cache line");
 
 /* Ring bytes per sender in a world of n: 1 MiB in flight keeps a copy pipelined; past 32 ranks less, so a
  * segment (populated when mapped) stays within 32 MiB, never under 64 KiB a ring. */
@@ -44,9 +64,11 @@ static inline size_t shm_ring_bytes(int n)
     return r;
 }
 
-/* Offset of sender s's channel and of its ring in a segment. */
-#define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + (ring)))
-#define SHM_RING_OFF(s, ring)  (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
+/* Offset of sender s's channel, its cells and its ring in a segment. */
+#define SHM_CELLS_BYTES        (SHM_CELLS * sizeof(shm_cell_t))
+#define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + SHM_CELLS_BYTES + (ring)))
+#define SHM_CELLS_OFF(s, ring) (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
+#define SHM_RING_OFF(s, ring)  (SHM_CELLS_OFF(s, ring) + SHM_CELLS_BYTES)
 #define SHM_SEG_BYTES(n, ring) SHM_CHAN_OFF(n, ring)
 
 /* One peer: its segment (where this rank writes), and this rank's view of both directions. */
@@ -59,17 +81,24 @@ typedef struct shm_peer {
     uint8_t *seg;
     size_t seg_bytes;
     shm_chan_t *out; /* this rank -> peer, in the peer's segment */
+    shm_cell_t *out_cells;
     uint8_t *out_ring;
     shm_chan_t *in; /* peer -> this rank, in this rank's segment */
+    const shm_cell_t *in_cells;
     const uint8_t *in_ring;
-    shm_ctl_t *ctl;                   /* the peer's control line: its sleeping word */
-    uint64_t out_head, out_tail_seen; /* private truth of what this rank wrote, and the peer's last tail */
-    uint64_t in_tail, in_head_seen;   /* private truth of what this rank consumed, and the peer's last head */
-    tp_status_t broken;               /* TP_OK, or why frames from the peer are not read again */
-    tp_status_t send_broken;          /* TP_OK, or why nothing more goes to the peer */
+    shm_ctl_t *ctl;                          /* the peer's control line: its sleeping word */
+    uint64_t out_head, out_tail_seen;        /* private truth of what this rank wrote, and the peer's last tail */
+    uint64_t out_cells_sent, out_cells_seen; /* cells this rank filled, and the peer's last cells_done */
+    uint64_t in_tail, in_head_seen;          /* private truth of what this rank consumed, and the peer's last head */
+    uint64_t in_cells_next;                  /* cells this rank consumed: the next frame's cell */
+    int stalled;                             /* the send waits for the peer to free cells or ring bytes */
+    uint64_t cma_min;                        /* frames of this many bytes go by CMA (the peer reads them); 0: never */
+    uint64_t cma_wait;       /* the cell after the descriptor of the frame the peer is reading; 0: none */
+    tp_status_t broken;      /* TP_OK, or why frames from the peer are not read again */
+    tp_status_t send_broken; /* TP_OK, or why nothing more goes to the peer */
     tp_xfer_t *send_head, *send_tail;
     tp_xfer_t *recv_head, *recv_tail;
-    uint8_t hdr[TP_FRAME_HEADER_BYTES]; /* the header taken from the ring that waits for its receive */
+    uint8_t hdr[SHM_CELL_BODY]; /* the header (and its payload's place) taken from a cell, waiting for its receive */
     int hdr_have;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;
@@ -87,6 +116,7 @@ typedef struct shm_state {
     shm_peer_t *peers;   /* by world rank */
     struct pollfd *pfds; /* the pidfds a return from a wait checks, and their ranks */
     int *dead;
+    uint64_t probe; /* the word the control line points peers at */
 } shm_state_t;
 
 extern const tp_transport_ops_t tp_shm_ops;
@@ -96,5 +126,9 @@ tp_status_t shm_post(void *state, tp_xfer_t *x);
 tp_status_t shm_progress(void *state, int *moved);
 int shm_event_fds(void *state, struct pollfd *fds, int max);
 void shm_cancel(void *state);
+
+/* shm_cma.c */
+void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
+tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);
 
 #endif

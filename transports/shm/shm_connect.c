@@ -107,7 +107,9 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
                            .size = (uint32_t)env->size,
                            .rank = (uint32_t)env->rank,
                            .ring_bytes = shm_ring_bytes(env->size),
-                           .seg_bytes = st->seg_bytes};
+                           .seg_bytes = st->seg_bytes,
+                           .probe_addr = (uint64_t)(uintptr_t)&st->probe,
+                           .probe_value = st->probe = SHM_MAGIC ^ (uint64_t)getpid()};
     shm_ident_t id;
     ident_self(st, &id);
     snprintf(address, address_len, "%d:%d:%d:%u:%llu:%llu", id.pid, id.memfd, id.eventfd, id.uid, id.ipcns, id.netns);
@@ -172,11 +174,14 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
         goto err;
     close(memfd);
     p->out = (shm_chan_t *)(p->seg + SHM_CHAN_OFF(st->env.rank, ring));
+    p->out_cells = (shm_cell_t *)(p->seg + SHM_CELLS_OFF(st->env.rank, ring));
     p->out_ring = p->seg + SHM_RING_OFF(st->env.rank, ring);
     p->in = (shm_chan_t *)(st->seg + SHM_CHAN_OFF(r, ring));
+    p->in_cells = (const shm_cell_t *)(st->seg + SHM_CELLS_OFF(r, ring));
     p->in_ring = st->seg + SHM_RING_OFF(r, ring);
     p->ring = ring;
     p->use = 1;
+    shm_cma_probe(st, p, r); /* before attached: the peer's first send sees what this rank can read */
     uint64_t one = 1;
     atomic_store(&p->out->attached, 1);
     if (write(p->eventfd, &one, sizeof(one)) < 0) { /* full: the peer is awake anyway */

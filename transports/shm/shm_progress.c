@@ -1,4 +1,5 @@
-/* shm_progress.c: frames through each pair's ring (pipelined in chunks), blocking on an eventfd when idle. */
+/* shm_progress.c: frames through each pair's cells (headers, small payloads) and byte ring (large payloads, in
+ * chunks), blocking on an eventfd when idle. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -26,14 +27,42 @@ static void ring_get(void *dst, const uint8_t *ring, size_t size, uint64_t pos, 
     memcpy((uint8_t *)dst + first, ring, n - first);
 }
 
-/* Wakes a rank that armed its sleeping word; the store before this is ordered before the load (seq_cst). */
+/* Wakes a rank that armed its sleeping word: the fence orders this rank's publishing stores before the load. */
 static void wake(shm_peer_t *p)
 {
-    if (atomic_load(&p->ctl->sleeping)) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed)) {
         uint64_t one = 1;
         if (write(p->eventfd, &one, sizeof(one)) < 0) { /* full or gone: the peer is awake or dead anyway */
         }
     }
+}
+
+/* Cells a frame of fl payload bytes takes: its header's, then more for an inline payload (a larger one: the ring). */
+static uint64_t cells_for(size_t fl)
+{
+    if (fl <= SHM_CELL_FIRST || fl > SHM_INLINE_MAX) return 1;
+    return 1 + (fl - SHM_CELL_FIRST + SHM_CELL_BODY - 1) / SHM_CELL_BODY;
+}
+
+/* An inline payload: its first bytes beside the header in cell c, the rest in the cells after it. */
+static void cells_put(shm_cell_t *cells, uint64_t c, const uint8_t *src, size_t n)
+{
+    size_t first = n < SHM_CELL_FIRST ? n : SHM_CELL_FIRST;
+    memcpy(cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, src, first);
+    for (size_t off = first; off < n; off += SHM_CELL_BODY) {
+        shm_cell_t *cell = &cells[++c % SHM_CELLS];
+        memcpy(cell->body, src + off, n - off < SHM_CELL_BODY ? n - off : SHM_CELL_BODY);
+        atomic_store_explicit(&cell->seq, c + 1, memory_order_relaxed);
+    }
+}
+
+static void cells_get(uint8_t *dst, const shm_cell_t *cells, uint64_t c, size_t n)
+{
+    size_t first = n < SHM_CELL_FIRST ? n : SHM_CELL_FIRST;
+    memcpy(dst, cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, first);
+    for (size_t off = first; off < n; off += SHM_CELL_BODY)
+        memcpy(dst + off, cells[++c % SHM_CELLS].body, n - off < SHM_CELL_BODY ? n - off : SHM_CELL_BODY);
 }
 
 /* A lost peer ends both directions; a refused frame only the one from it (a desync report can still go out). */
@@ -47,11 +76,22 @@ static tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char
         tp_fate_report(rank, reason);
     } else { /* garbage in shared memory: the job names the peer that wrote it */
         tp_log(TP_LOG_ERROR, "shm", "rank %d: %s: refused", rank, reason);
-        char blame[256];
+        char blame[320];
         snprintf(blame, sizeof(blame), "it broke the shared-memory protocol: %s", reason);
         tp_fate_blame(rank, why, blame);
     }
     return why;
+}
+
+/* A position the peer wrote in shared memory, outside what this rank's own records allow. */
+static tp_status_t shm_fail_position(shm_peer_t *p, int rank, int sending, const char *what, uint64_t got, uint64_t lo,
+                                     uint64_t hi)
+{
+    char why[160];
+    snprintf(why, sizeof(why), "its %s %llu in shared memory is outside %llu-%llu", what, (unsigned long long)got,
+             (unsigned long long)lo, (unsigned long long)hi);
+    if (sending) p->send_broken = TP_ERR_PROTOCOL;
+    return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
 }
 
 tp_status_t shm_post(void *state, tp_xfer_t *x)
@@ -74,35 +114,120 @@ tp_status_t shm_post(void *state, tp_xfer_t *x)
 
 static void publish_head(shm_peer_t *p, uint64_t head)
 {
-    atomic_store(&p->out->head, head);
+    atomic_store_explicit(&p->out->head, head, memory_order_release);
     wake(p);
+}
+
+/* Whether k more cells fit: the peer's consumed count is read only when the last one read says they do not. */
+static tp_status_t cells_room(shm_peer_t *p, int rank, uint64_t k, int *room)
+{
+    *room = p->out_cells_sent + k - p->out_cells_seen <= SHM_CELLS;
+    if (*room) return TP_OK;
+    uint64_t d = atomic_load_explicit(&p->out->cells_done, memory_order_acquire);
+    if (d - p->out_cells_seen > p->out_cells_sent - p->out_cells_seen)
+        return shm_fail_position(p, rank, 1, "consumed cell count", d, p->out_cells_seen, p->out_cells_sent);
+    p->out_cells_seen = d;
+    *room = p->out_cells_sent + k - d <= SHM_CELLS;
+    return TP_OK;
+}
+
+/* Ring bytes free for the payload: the peer's consumed position is read only when the last one leaves too few. */
+static tp_status_t ring_room(shm_peer_t *p, int rank, uint64_t head, size_t want, uint64_t *space)
+{
+    *space = p->ring - (head - p->out_tail_seen);
+    if (*space >= want) return TP_OK;
+    uint64_t t = atomic_load_explicit(&p->out->tail, memory_order_acquire);
+    if (t - p->out_tail_seen > head - p->out_tail_seen)
+        return shm_fail_position(p, rank, 1, "consumed position", t, p->out_tail_seen, head);
+    p->out_tail_seen = t;
+    *space = p->ring - (head - t);
+    return TP_OK;
+}
+
+/* Starts x's next frame: its header in a cell, with the payload when it fits there; *go is 0 when it must wait. */
+static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t base, int *go)
+{
+    size_t fl = tp_xfer_frame_len(x, base), fr = tp_xfer_frame_ready(x, base);
+    int inl = fl <= SHM_INLINE_MAX, room = 0;
+    *go = 0;
+    if ((inl && fr < fl) || (!inl && fr == 0)) return TP_OK; /* its bytes do not exist yet */
+    uint64_t k = cells_for(fl), c = p->out_cells_sent;
+    tp_status_t s = cells_room(p, rank, k, &room);
+    if (s != TP_OK || !room) {
+        p->stalled = s == TP_OK;
+        return s;
+    }
+    shm_cell_t *cell = &p->out_cells[c % SHM_CELLS];
+    tp_xfer_frame_header(x, base, cell->body);
+    int cma = !inl && p->cma_min > 0 && fl >= p->cma_min && fr == fl &&
+              atomic_load_explicit(&p->out->cma, memory_order_relaxed);
+    uint64_t via[2] = {cma ? SHM_VIA_CMA : SHM_VIA_RING, (uint64_t)(uintptr_t)((const uint8_t *)x->buf + base)};
+    if (inl) {
+        cells_put(p->out_cells, c, (const uint8_t *)x->buf + base, fl);
+        x->done = base + fl;
+    } else {
+        memcpy(cell->body + H, via, sizeof(via));
+    }
+    atomic_store_explicit(&cell->seq, c + 1, memory_order_release);
+    p->out_cells_sent = c + k;
+    x->frame_off = inl ? 0 : H;
+    if (cma) p->cma_wait = c + 1; /* the buffer stays the peer's to read until it consumes this cell */
+    *go = 1;
+    return TP_OK;
+}
+
+static void send_complete(shm_peer_t *p, tp_xfer_t *x)
+{
+    x->complete = 1;
+    p->send_head = x->next;
+    if (p->send_head == NULL) p->send_tail = NULL;
+}
+
+/* Whether the peer has read the frame this rank's buffer lent it by CMA (it consumed the descriptor's cell). */
+static tp_status_t cma_done(shm_peer_t *p, int rank, int *done)
+{
+    uint64_t d = atomic_load_explicit(&p->out->cells_done, memory_order_acquire);
+    if (d - p->out_cells_seen > p->out_cells_sent - p->out_cells_seen)
+        return shm_fail_position(p, rank, 1, "consumed cell count", d, p->out_cells_seen, p->out_cells_sent);
+    p->out_cells_seen = d;
+    *done = d >= p->cma_wait;
+    return TP_OK;
 }
 
 static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
 {
-    uint64_t t = atomic_load_explicit(&p->out->tail, memory_order_acquire), head = p->out_head;
-    if (t - p->out_tail_seen > head - p->out_tail_seen) {
-        char why[160];
-        snprintf(why, sizeof(why), "its consumed position %llu in shared memory is outside %llu-%llu",
-                 (unsigned long long)t, (unsigned long long)p->out_tail_seen, (unsigned long long)head);
-        p->send_broken = TP_ERR_PROTOCOL;
-        return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
-    }
-    p->out_tail_seen = t;
+    uint64_t head = p->out_head, cells = p->out_cells_sent;
+    tp_status_t s = TP_OK;
+    p->stalled = 0;
     while (p->send_head != NULL) {
         tp_xfer_t *x = p->send_head;
-        size_t base = x->done - part_done(x), fl = tp_xfer_frame_len(x, base), fr = tp_xfer_frame_ready(x, base);
-        uint64_t space = p->ring - (head - t);
-        if (x->frame_off == 0) {
-            if ((fl > 0 && fr == 0) || space < H) break;
-            tp_xfer_frame_header(x, base, x->wire);
-            ring_put(p->out_ring, p->ring, head, x->wire, H);
-            head += H;
-            space -= H;
-            x->frame_off = H;
-            if (fl == 0 || space == 0) publish_head(p, head);
+        size_t base = x->done - part_done(x), fl = tp_xfer_frame_len(x, base);
+        if (p->cma_wait != 0) { /* the frame is out once the peer has read it */
+            int done = 0;
+            if ((s = cma_done(p, rank, &done)) != TP_OK) break;
+            if (!done) {
+                p->stalled = 1;
+                break;
+            }
+            p->cma_wait = 0;
+            x->done = base + fl;
+            x->frame_off = 0;
+            *moved = 1;
+            if (x->done == x->len) send_complete(p, x);
+            continue;
         }
-        size_t n = fr - part_done(x);
+        if (x->frame_off == 0) {
+            int go = 0;
+            if ((s = send_header(p, rank, x, base, &go)) != TP_OK || !go) break;
+            if (x->frame_off == 0) { /* inline: the frame is out */
+                if (x->done == x->len) send_complete(p, x);
+                continue;
+            }
+            if (p->cma_wait != 0) continue; /* the peer reads the payload itself */
+        }
+        size_t n = tp_xfer_frame_ready(x, base) - part_done(x);
+        uint64_t space = 0;
+        if (n > 0 && (s = ring_room(p, rank, head, n, &space)) != TP_OK) break;
         if (n > space) n = (size_t)space;
         for (size_t off = 0; off < n;) { /* each chunk is published at once, so the reader copies beside the writer */
             size_t c = n - off < SHM_CHUNK_BYTES ? n - off : SHM_CHUNK_BYTES;
@@ -113,22 +238,21 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
             x->frame_off += c;
             publish_head(p, head);
         }
-        if (head != p->out_head) *moved = 1; /* a frame waiting for its bytes or for room moved nothing */
-        if (x->frame_off < H + fl) break;
-        x->frame_off = 0;
-        if (x->done == x->len) {
-            x->complete = 1;
-            p->send_head = x->next;
-            if (p->send_head == NULL) p->send_tail = NULL;
+        if (x->frame_off < H + fl) { /* bytes that exist but did not fit: the ring is full */
+            p->stalled = part_done(x) < tp_xfer_frame_ready(x, base);
+            break;
         }
+        x->frame_off = 0;
+        if (x->done == x->len) send_complete(p, x);
     }
+    if (cells != p->out_cells_sent) wake(p);
+    if (head != p->out_head || cells != p->out_cells_sent) *moved = 1; /* a frame waiting for bytes or room: none */
     p->out_head = head;
-    return TP_OK;
+    return s;
 }
 
-static void recv_finish_frame(shm_peer_t *p)
+static void recv_finish_frame(shm_peer_t *p, tp_xfer_t *x)
 {
-    tp_xfer_t *x = p->rx_cur;
     p->rx_cur = NULL;
     if (x->done < x->len) return;
     x->complete = 1;
@@ -138,9 +262,10 @@ static void recv_finish_frame(shm_peer_t *p)
     if (p->recv_tail == x) p->recv_tail = prev;
 }
 
-/* Matches the header taken from the ring against the posted receives; refuses what belongs to no call of ours. */
-static tp_status_t recv_match(shm_state_t *st, shm_peer_t *p, int rank, int *moved)
+/* The posted receive the header taken from a cell belongs to, or NULL; refuses what belongs to no call of ours. */
+static tp_status_t recv_match(shm_state_t *st, shm_peer_t *p, int rank, tp_xfer_t **out)
 {
+    *out = NULL;
     for (tp_xfer_t *x = p->recv_head; x != NULL; x = x->next) {
         int matched = 0;
         uint8_t want[H];
@@ -150,53 +275,104 @@ static tp_status_t recv_match(shm_state_t *st, shm_peer_t *p, int rank, int *mov
             p->broken = s;
             return s;
         }
-        if (!matched) continue;
-        p->hdr_have = 0;
+        if (matched) {
+            *out = x;
+            return TP_OK;
+        }
+    }
+    return TP_OK;
+}
+
+/* What cell c holds before the peer writes it: its previous lap's number, or zero on the first lap. */
+static uint64_t cell_before(uint64_t c) { return c >= SHM_CELLS ? c + 1 - SHM_CELLS : 0; }
+
+/* Takes the header of the peer's next frame from its cell, if written; anything but that or the cell's previous
+ * use is garbage. */
+static tp_status_t recv_header(shm_peer_t *p, int rank, int *have)
+{
+    uint64_t c = p->in_cells_next, v = atomic_load_explicit(&p->in_cells[c % SHM_CELLS].seq, memory_order_acquire);
+    uint64_t before = cell_before(c);
+    *have = v == c + 1;
+    if (!*have && v != before) return shm_fail_position(p, rank, 0, "cell sequence word", v, before, c + 1);
+    if (*have) memcpy(p->hdr, p->in_cells[c % SHM_CELLS].body, SHM_CELL_BODY); /* private: what is checked is used */
+    p->hdr_have = *have;
+    return TP_OK;
+}
+
+/* Ring bytes of the current frame's payload, copied as they arrive. */
+static tp_status_t recv_ring(shm_peer_t *p, int rank, uint64_t *tail, int *moved)
+{
+    uint64_t h = atomic_load_explicit(&p->in->head, memory_order_acquire);
+    if (h - *tail > p->ring || h - *tail < p->in_head_seen - *tail)
+        return shm_fail_position(p, rank, 0, "written position", h, p->in_head_seen, *tail + p->ring);
+    p->in_head_seen = h;
+    tp_xfer_t *x = p->rx_cur;
+    size_t take = h - *tail < p->rx_left ? (size_t)(h - *tail) : p->rx_left;
+    if (take == 0) return TP_OK;
+    ring_get((uint8_t *)x->buf + x->done, p->in_ring, p->ring, *tail, take);
+    *tail += take;
+    x->done += take;
+    p->rx_left -= take;
+    *moved = 1;
+    if (p->rx_left == 0) recv_finish_frame(p, x);
+    return TP_OK;
+}
+
+/* A frame whose payload is not in its cells: from the ring as it arrives, or read at once from the sender's buffer
+ * (CMA) into this rank's receive, whose own length bounds the read whatever the peer wrote. */
+static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl)
+{
+    uint64_t via[2];
+    char why[200];
+    memcpy(via, p->hdr + H, sizeof(via));
+    if (via[0] == SHM_VIA_RING) {
+        p->in_cells_next++;
         p->rx_cur = x;
-        p->rx_left = tp_xfer_frame_len(x, x->done);
-        *moved = 1;
-        if (p->rx_left == 0) recv_finish_frame(p);
+        p->rx_left = fl;
         return TP_OK;
     }
+    if (via[0] != SHM_VIA_CMA || !atomic_load_explicit(&p->in->cma, memory_order_relaxed)) {
+        snprintf(why, sizeof(why), "its frame's payload is at an unknown place %llu", (unsigned long long)via[0]);
+        return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
+    }
+    tp_status_t s = shm_cma_read(p, (uint8_t *)x->buf + x->done, fl, via[1], why, sizeof(why));
+    if (s != TP_OK) return shm_fail(p, rank, s, why);
+    x->done += fl;
+    p->in_cells_next++;
+    recv_finish_frame(p, x);
     return TP_OK;
 }
 
 static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *moved)
 {
-    uint64_t h = atomic_load_explicit(&p->in->head, memory_order_acquire), tail = p->in_tail;
-    if (h - tail > p->ring || h - tail < p->in_head_seen - tail) {
-        char why[160];
-        snprintf(why, sizeof(why), "its written position %llu in shared memory is outside %llu-%llu",
-                 (unsigned long long)h, (unsigned long long)p->in_head_seen, (unsigned long long)tail + p->ring);
-        return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
-    }
-    p->in_head_seen = h;
+    uint64_t tail = p->in_tail, cells = p->in_cells_next;
     tp_status_t s = TP_OK;
     for (;;) {
-        uint64_t avail = h - tail;
         if (p->rx_cur != NULL) {
-            tp_xfer_t *x = p->rx_cur;
-            size_t take = avail < p->rx_left ? (size_t)avail : p->rx_left;
-            if (take == 0) break;
-            ring_get((uint8_t *)x->buf + x->done, p->in_ring, p->ring, tail, take);
-            tail += take;
-            x->done += take;
-            p->rx_left -= take;
-            *moved = 1;
-            if (p->rx_left == 0) recv_finish_frame(p);
+            size_t left = p->rx_left;
+            if ((s = recv_ring(p, rank, &tail, moved)) != TP_OK || p->rx_left == left) break;
             continue;
         }
-        if (!p->hdr_have) {
-            if (avail < H) break;
-            ring_get(p->hdr, p->in_ring, p->ring, tail, H); /* a private copy: what is checked is what is used */
-            tail += H;
-            p->hdr_have = 1;
+        int have = p->hdr_have;
+        tp_xfer_t *x = NULL;
+        if (!have && ((s = recv_header(p, rank, &have)) != TP_OK || !have)) break;
+        if ((s = recv_match(st, p, rank, &x)) != TP_OK || x == NULL) break;
+        size_t fl = tp_xfer_frame_len(x, x->done); /* the header says the same: tp_frame_check compared them */
+        p->hdr_have = 0;
+        *moved = 1;
+        if (fl <= SHM_INLINE_MAX) {
+            cells_get((uint8_t *)x->buf + x->done, p->in_cells, p->in_cells_next, fl);
+            x->done += fl;
+            p->in_cells_next += cells_for(fl);
+            recv_finish_frame(p, x);
+        } else if ((s = recv_large(p, rank, x, fl)) != TP_OK) {
+            break;
         }
-        if (p->recv_head == NULL || (s = recv_match(st, p, rank, moved)) != TP_OK || p->hdr_have) break;
     }
-    if (tail != p->in_tail) {
+    if (tail != p->in_tail || cells != p->in_cells_next) {
         p->in_tail = tail;
-        atomic_store(&p->in->tail, tail);
+        atomic_store_explicit(&p->in->tail, tail, memory_order_release);
+        atomic_store_explicit(&p->in->cells_done, p->in_cells_next, memory_order_release);
         wake(p);
     }
     return s;
@@ -271,8 +447,13 @@ int shm_event_fds(void *state, struct pollfd *fds, int max)
     for (int r = 0; r < st->size && !news; r++) {
         shm_peer_t *p = &st->peers[r];
         if (!p->use) continue;
-        news = (p->recv_head != NULL && atomic_load(&p->in->head) != p->in_head_seen) ||
-               (p->send_head != NULL && atomic_load(&p->out->tail) != p->out_tail_seen);
+        uint64_t c = p->in_cells_next;
+        if (p->recv_head != NULL && p->rx_cur != NULL) news = atomic_load(&p->in->head) != p->in_head_seen;
+        else if (p->recv_head != NULL && !p->hdr_have)
+            news = atomic_load(&p->in_cells[c % SHM_CELLS].seq) != cell_before(c);
+        if (p->send_head != NULL && p->stalled)
+            news |=
+                atomic_load(&p->out->tail) != p->out_tail_seen || atomic_load(&p->out->cells_done) != p->out_cells_seen;
     }
     uint64_t one = 1;
     if (news && write(st->eventfd, &one, sizeof(one)) < 0) return -1;
@@ -291,5 +472,6 @@ void shm_cancel(void *state)
         p->send_head = p->send_tail = NULL;
         p->recv_head = p->recv_tail = NULL;
         p->rx_cur = NULL;
+        p->cma_wait = 0; /* its frame had started: the pair is broken above, so nothing waits on it again */
     }
 }

@@ -1,0 +1,55 @@
+/* shm_cma.c: large payloads read straight from the sender's buffer (process_vm_readv), where the kernel allows it. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "runtime_config.h"
+#include "shm.h"
+
+/* Reads a word the peer named in its control line; success means this rank may read the peer's memory. Refusal
+ * (ptrace rules, seccomp, an old kernel) is normal: the ring carries everything, as a debug note says. */
+void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r)
+{
+    uint64_t min = 0, got = 0;
+    char err[160];
+    const char *v = tp_config_value("TP_SHM_CMA_BYTES");
+    if (v == NULL || strcmp(v, "0") == 0 ||
+        tp_config_parse_size("TP_SHM_CMA_BYTES", v, &min, err, sizeof(err)) != TP_OK)
+        min = 0; /* off, or a value the environment check at init refused already */
+    struct iovec local = {.iov_base = &got, .iov_len = sizeof(got)};
+    struct iovec remote = {.iov_base = (void *)(uintptr_t)p->ctl->probe_addr, .iov_len = sizeof(got)};
+    ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+    int ok = n == (ssize_t)sizeof(got) && got == p->ctl->probe_value;
+    if (!ok)
+        tp_log(TP_LOG_DEBUG, "shm",
+               "rank %d: process_vm_readv of its memory refused (%s): large frames from it "
+               "go through the ring",
+               r, n < 0 ? strerror(errno) : "another value");
+    atomic_store(&p->in->cma, (uint32_t)ok); /* in this rank's segment: the peer's sends read it */
+    p->cma_min = min == 0 || min > SHM_INLINE_MAX ? min : SHM_INLINE_MAX + 1;
+    (void)st;
+}
+
+tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len)
+{
+    size_t done = 0;
+    while (done < n) {
+        struct iovec local = {.iov_base = (uint8_t *)dst + done, .iov_len = n - done};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)(addr + done), .iov_len = n - done};
+        ssize_t got = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
+        if (got > 0) {
+            done += (size_t)got;
+            continue;
+        }
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == ESRCH) {
+            snprintf(why, why_len, "its process (pid %d) exited in the middle of a call", p->pid);
+            return TP_ERR_PEER_FAILED;
+        }
+        snprintf(why, why_len, "its frame names %zu bytes at 0x%llx in its memory, of which %zu can be read (%s)", n,
+                 (unsigned long long)addr, done, got < 0 ? strerror(errno) : "end of its mapping");
+        return TP_ERR_PROTOCOL;
+    }
+    return TP_OK;
+}
