@@ -10,7 +10,8 @@
 # then fits launch = a + b N, boot - launch = a + b N + c N^2, fate = a + b N (least squares), and prints the
 # measured table, the coefficients and the model's predictions at 1k, 10k and 100k ranks as markdown. A run
 # that fails or times out (TIMEOUT s, 120) is counted as missing and said so. Environment: FIRST_MAX, FATE_MAX,
-# TIMEOUT, JSON (a file to write every sample to).
+# TIMEOUT, JSON (a file to write every sample to), FROM_JSON (such a file: fit and print it, measure nothing),
+# and the across-hosts parameters at the end.
 import json, os, statistics, subprocess, sys, time
 
 b = os.path.abspath(sys.argv[1])
@@ -48,7 +49,13 @@ cases = {
                        "--iters", "1"],
 }
 samples = {(c, n): [] for c in list(cases) + ["fate"] for n in ns}
-for r in range(runs):
+if os.environ.get("FROM_JSON"):  # the fit and tables again from a JSON=FILE run's samples, measuring nothing
+    with open(os.environ["FROM_JSON"]) as f:
+        for k, v in json.load(f).items():
+            c, n = k.split("/")
+            if int(n) in ns:
+                samples[(c, int(n))] = v
+for r in range(0 if os.environ.get("FROM_JSON") else runs):
     for n in ns:
         for c, cmd in cases.items():
             if c == "call" and n > first_max:
@@ -106,6 +113,9 @@ pts = [(n, med("boot", n)[0] - med("launch", n)[0]) for n in ns
        if med("boot", n)[0] is not None and med("launch", n)[0] is not None]
 if len(pts) >= 3:
     models["bootstrap"] = ([0, 1, 2], fit([p[0] for p in pts], [p[1] for p in pts], [0, 1, 2]))
+pts = [(n, med("fork", n)[0]) for n in ns if med("fork", n)[0] is not None]
+if len(pts) >= 2:
+    models["fork"] = ([0, 1], fit([p[0] for p in pts], [p[1] for p in pts], [0, 1]))
 pts = [(n, med("fate", n)[0]) for n in ns if med("fate", n)[0] is not None]
 if len(pts) >= 2:
     models["fate"] = ([0, 1], fit([p[0] for p in pts], [p[1] for p in pts], [0, 1]))
@@ -117,3 +127,49 @@ for name, (powers, p) in models.items():
     pred = ["%.4g" % sum(coef[k] * n ** k for k in coef) for n in (1000, 10000, 100000)]
     print("| %s | %.3g | %.3g | %s | %s |" % (name, coef.get(0, 0), coef.get(1, 0),
                                              "%.3g" % coef[2] if 2 in coef else "-", " | ".join(pred)))
+
+# Across hosts, 8 ranks per host (docs/SCALE.md's model): the one-host fits above plus the launch tree's hops.
+# T_HOP_MS: one ssh login plus the agent's start (800: namespace hosts on the development VM); FANOUT (32);
+# RTT_MS: one round trip between hosts (0.05); HB_MS: rank 0's heartbeat CPU per peer per interval (fate_cpu.py).
+hop = float(os.environ.get("T_HOP_MS", "800"))
+F = int(os.environ.get("FANOUT", "32"))
+rtt = float(os.environ.get("RTT_MS", "0.05"))
+hb = float(os.environ.get("HB_MS", "0.09"))
+
+
+def depth(hosts):
+    d, cap, level = 0, 0, 1
+    while cap < hosts:
+        level *= F
+        cap += level
+        d += 1
+    return d
+
+
+def model(name, n):
+    powers, p = models[name]
+    return sum(c * n ** k for k, c in zip(powers, p))
+
+
+if all(m in models for m in ("launch", "bootstrap", "fate", "fork")):
+    import math
+    a_l, b_l = models["launch"][1]
+    c_msg = max(b_l - models["fork"][1][1], 0)  # tprun's own cost per rank above the fork floor: an upper bound
+    a_b, b_b, c_b = models["bootstrap"][1]
+    print()
+    print("| across hosts (8 ranks per host) | 1k | 10k | 100k |")
+    print("|---|---:|---:|---:|")
+    rows = {
+        "hosts": lambda n: "%d" % (n // 8),
+        "tree depth (fan-out %d)" % F: lambda n: "%d" % depth(n // 8),
+        "launch, tree (s)": lambda n: "%.2f" % ((depth(n // 8) * hop + model("launch", 8) + c_msg * n) / 1e3),
+        "launch, flat (s)": lambda n: "%.2f" % ((math.ceil(n / 8 / 32) * hop + model("launch", 8) + c_msg * n) / 1e3),
+        "bootstrap, measured design (s)": lambda n: "%.3g" % ((a_b + b_b * n + 2 * c_b * (n - 1)) / 1e3),
+        "bootstrap, its N^2 records from rank 0": lambda n: "%.3g" % (float(n) * n),
+        "first call, on-demand connections (ms)": lambda n: "%.2f" % (math.ceil(math.log2(n)) * (4 * c_b + rtt)),
+        "fate, SIGKILL to all gone, one-host slope (ms)": lambda n: "%.0f" % (model("fate", n) + 2 * rtt),
+        "fate, rank 0's FAIL writes at 3 us each (ms)": lambda n: "%.0f" % (model("fate", 8) + 3e-3 * n + 2 * rtt),
+        "heartbeat star: rank 0 CPU per 250 ms interval (ms)": lambda n: "%.0f" % (hb * n),
+    }
+    for name, f in rows.items():
+        print("| %s | %s |" % (name, " | ".join(f(n) for n in (1000, 10000, 100000))))
