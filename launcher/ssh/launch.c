@@ -339,13 +339,12 @@ static void on_agent_launch_line(void *ctx, char *line, size_t len)
     char *rest, q[TP_QUOTE_LEN];
     size_t rest_len;
     if ((below = tprun_tree_unwrap(a, line, len, &rest, &rest_len)) != NULL) {
-        if (below->state != AGENT_CONNECTING) return;
-        if (strncmp(rest, "lost ", 5) == 0) {
+        if (strncmp(rest, "lost ", 5) == 0 && below->state != AGENT_GONE) { /* ready or not: it cannot start ranks */
             rest[rest_len - 1] = '\0';
             tprun_wire_unescape(rest + 5);
             snprintf(below->error, sizeof(below->error), "error: %s", rest + 5);
             below->state = AGENT_GONE;
-        } else {
+        } else if (below->state == AGENT_CONNECTING) {
             on_agent_launch_line(below, rest, rest_len);
         }
         if (a->all->failed < 0) launch_check(below);
