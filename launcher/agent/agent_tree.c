@@ -26,6 +26,9 @@ int tprun_subtree_plan_line(tprun_subtree_t *T, const char *key, const char *val
         T->c = g;
         memset(&g[T->n], 0, sizeof(*g));
         g[T->n].id = id;
+        tprun_link_init(&g[T->n].link, NULL, "", -1); /* nothing open until it is started */
+        tprun_stream_init(&g[T->n].out, -1, STDOUT_FILENO);
+        tprun_stream_init(&g[T->n].err, -1, STDERR_FILENO);
         if ((g[T->n].name = strdup(value + k)) == NULL) return -1;
         T->n++;
         return 1;
@@ -201,4 +204,19 @@ int tprun_subtree_route(void *tree, char *msg, size_t len)
 void tprun_subtree_close(tprun_subtree_t *T)
 {
     for (int i = 0; i < T->n; i++) tprun_link_close(&T->c[i].link);
+}
+
+void tprun_subtree_free(tprun_subtree_t *T)
+{
+    for (int i = 0; i < T->n; i++) {
+        free(T->c[i].name);
+        tprun_link_free(&T->c[i].link);
+        tprun_stream_free(&T->c[i].out);
+        tprun_stream_free(&T->c[i].err);
+    }
+    free(T->c);
+    free(T->via_id);
+    free(T->via_child);
+    free(T->ssh.ssh);
+    memset(T, 0, sizeof(*T));
 }

@@ -44,5 +44,7 @@ int tprun_subtree_start(tprun_subtree_t *T, tprun_evloop_t *ev, tprun_keeper_t *
 int tprun_subtree_route(void *tree, char *msg, size_t len);
 /* Closes every child's channel: their agents end their ranks and their own children. */
 void tprun_subtree_close(tprun_subtree_t *T);
+/* Frees what the plan lines allocated (the children's processes are not touched). */
+void tprun_subtree_free(tprun_subtree_t *T);
 
 #endif
