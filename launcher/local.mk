@@ -7,8 +7,8 @@ tprun_SOURCES = \
 	launcher/core/state.h launcher/core/backend.h \
 	launcher/local/local.c launcher/local/local.h launcher/local/backend.c \
 	launcher/link/link.c launcher/link/link.h \
-	launcher/ssh/launch.c launcher/ssh/run.c launcher/ssh/ssh.h \
-	launcher/agent/agent.c launcher/agent/agent.h \
+	launcher/ssh/launch.c launcher/ssh/run.c launcher/ssh/tree.c launcher/ssh/ssh.h \
+	launcher/agent/agent.c launcher/agent/agent.h launcher/agent/agent_tree.c launcher/agent/agent_tree.h \
 	launcher/tprun_args.c launcher/tprun_args.h launcher/tprun_hosts.c \
 	launcher/tprun_spawn.c launcher/tprun_spawn.h \
 	launcher/tprun_output.c launcher/tprun_output.h \

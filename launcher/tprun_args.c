@@ -435,6 +435,10 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
     if ((v = env_lookup(envp, "TP_SSH_TIMEOUT")) != NULL)
         tp_config_parse_seconds("TP_SSH_TIMEOUT", v, &plan->ssh_timeout_s, ignore, sizeof(ignore));
     if ((v = env_lookup(envp, "TP_SSH")) != NULL && v[strspn(v, " \t")] != '\0') plan->ssh = strdup(v);
+    int64_t fanout = 32; /* TPRUN_LAUNCH_FANOUT */
+    if ((v = env_lookup(envp, "TP_LAUNCH_FANOUT")) != NULL)
+        tp_config_parse_int("TP_LAUNCH_FANOUT", v, &fanout, ignore, sizeof(ignore));
+    plan->launch_fanout = fanout > 100000 ? 100000 : (int)fanout;
     if ((v = env_lookup(envp, "TP_TORCH_ENV")) != NULL &&
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;

@@ -55,6 +55,7 @@ typedef struct tprun_plan {
     int slurm;       /* inside a Slurm allocation: srun starts every host's agent (launcher/slurm) */
     char *ssh;       /* --ssh or TP_SSH: the ssh command, split on blanks */
     double ssh_timeout_s;
+    int launch_fanout; /* TP_LAUNCH_FANOUT: agents tprun starts itself before they start the rest as a tree */
     char *wdir;      /* --wdir, else the current directory (remote ranks start there) */
     int report_bindings;
     int bind_to;       /* --bind-to or TP_BIND_TO: TPRUN_BIND_* */

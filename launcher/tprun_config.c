@@ -24,6 +24,8 @@ const tp_config_entry_t tp_tprun_config[] = {
      "tprun: the command that reaches a remote host (as --ssh), split on blanks; BatchMode=yes is always added", NULL},
     {"TP_SSH_TIMEOUT", "ssh_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "10",
      "tprun: seconds for every remote host's agent to answer before the launch fails naming the host", NULL},
+    {"TP_LAUNCH_FANOUT", "launch_fanout", TP_CONFIG_INT, TP_CONFIG_USER | TP_CONFIG_TPRUN, "32",
+     "tprun: with more remote hosts than this, tprun starts this many agents and each starts others over ssh (a tree); 0: tprun starts every agent", NULL},
     {"TP_LAUNCHER", "launcher", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "auto",
      "tprun: how ranks start: local (fork), slurm (srun starts tprun's agent on each node), or auto (slurm when SLURM_JOB_ID is set)", NULL},
     {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",

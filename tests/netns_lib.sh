@@ -8,21 +8,7 @@
 #   c     198.18.4.3/24    198.18.2.3/24   198.18.6.3/24   198.18.103.1/24
 # c's mgmt0 is on the same wire as a's and b's but on another /24 (reached through on-link routes): c shares
 # only rail0's /24 with the others. In c's sshd a tmpfs hides $NETNS_HIDDEN: there the program is missing.
-set -u
-. "$(dirname "${BASH_SOURCE[0]}")/proc_lib.sh"
-# The limit is a hang guard (make check's own is 300 s): on the shared 2-core machine pmix_ssh.sh, the longest,
-# took 85 s at load 17 and 130-190 s at load 21-25, every step slower alike (its "== Ns:" lines show it).
-if [ -z "${NETNS_TEST_TIMED:-}" ]; then
-    NETNS_TEST_TIMED=1
-    export NETNS_TEST_TIMED
-    exec timeout -k 5 "${NETNS_TEST_TIMEOUT:-280}" bash "$0" "$@"
-fi
-
-[ "$(id -u)" = 0 ] || { echo "skip: network namespaces and sshd need root"; exit 77; }
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
-for t in ip ssh ssh-keygen "$SSHD"; do
-    command -v "$t" >/dev/null 2>&1 || { echo "skip: $t not found"; exit 77; }
-done
+. "$(dirname "${BASH_SOURCE[0]}")/netns_base.sh"
 
 TPRUN=${TPRUN:-$PWD/tprun}
 RANK_PROG=${RANK_PROG:-$PWD/tests/runtime_rank}
@@ -33,46 +19,7 @@ D=$(mktemp -d "${TMPDIR:-/tmp}/netns-test.XXXXXX")
 NETNS_HIDDEN=$D/hidden
 SSHD_PIDS=()
 TEST_PIDS=()
-fails=0
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-pass() { echo "ok: $*"; }
-finish() { [ "$fails" -eq 0 ] && exit 0; echo "$fails check(s) failed"; exit 1; }
-# step WHAT: says what the test starts now, and when, so that a slow or hung test's log shows where it is.
-step() { echo "== ${SECONDS}s: $*"; }
-
-netns_teardown() {
-    local p ns all
-    # Disowned first: bash would print a "Killed" notice for each job of its that a signal ends.
-    for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do disown "$p" 2>/dev/null; done
-    all=$(for p in "${TEST_PIDS[@]}" "${SSHD_PIDS[@]}"; do own_child "$p" && echo "$p"; done)
-    all="$all $(for ns in $NS_A $NS_B $NS_C; do ip netns pids "$ns" 2>/dev/null; done)"
-    # SIGTERM first: a login shell of the hosts' ssh sessions may hold a lock of the machine's own (pyenv's
-    # rehash lock in root's .bashrc) that only its exit trap removes; SIGKILL for what is left after 2 s.
-    for p in $all; do kill -TERM "$p" 2>/dev/null; done
-    for _ in $(seq 1 40); do
-        for p in $all; do alive "$p" && break; done
-        alive "$p" || break
-        sleep 0.05
-    done
-    for p in $all; do kill -KILL "$p" 2>/dev/null; done
-    for ns in $NS_A $NS_B $NS_C; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
-    # A namespace outlives its name while a socket of it lingers (a link taken down leaves TCP retrying):
-    # its veths' ends here are deleted by name, which takes their peers and that namespace's links with them.
-    for l in $(ip -br link | awk '{print $1}' | sed 's/@.*//' | grep "^tp${ID}"); do ip link del "$l" 2>/dev/null; done
-    for br in $BRIDGES; do ip link del "$br" 2>/dev/null; done
-    # Test-only polling: a disowned job cannot be waited for; a zombie counts as dead.
-    for p in $all; do
-        own_child "$p" || continue
-        for _ in $(seq 1 100); do alive "$p" || break; sleep 0.05; done
-    done
-    rm -rf "$D"
-}
-trap netns_teardown EXIT
-trap 'echo "FAIL: timed out"; exit 124' TERM
+NETNS_LIST="$NS_A $NS_B $NS_C"
 
 # in_ns HOST CMD...: runs CMD on test host a, b or c.
 in_ns() {
@@ -116,11 +63,8 @@ netns_setup() {
             ip -n "$ns" addr add "198.18.10$i.1/24" dev decoy0 &&
             ip -n "$ns" link set decoy0 up && ip -n "$ns" link set decoy0p up || return 1
     done
-    # The hosts' logins get an empty home: root's own rc files (on this machine its .bashrc runs `pyenv init`,
-    # 5 s a login under load, and a killed login leaves pyenv's lock behind) are not the test's.
-    mkdir -p /run/sshd "$NETNS_HIDDEN" "$D/home"
-    ssh-keygen -q -t ed25519 -N '' -f "$D/hostkey" && ssh-keygen -q -t ed25519 -N '' -f "$D/id" || return 1
-    cp "$D/id.pub" "$D/authorized_keys"
+    mkdir -p "$NETNS_HIDDEN"
+    netns_keys || return 1
     cat >"$D/ssh_config" <<EOF
 Host a
     HostName 198.18.1.1
@@ -133,32 +77,15 @@ Host gone
 Host refuses
     HostName 198.18.1.2
     Port 2222
-Host *
-    User root
-    IdentityFile $D/id
-    IdentitiesOnly yes
-    StrictHostKeyChecking no
-    UserKnownHostsFile /dev/null
-    BatchMode yes
-    LogLevel ERROR
-    KexAlgorithms curve25519-sha256
-    Ciphers aes128-gcm@openssh.com
 EOF
+    netns_ssh_defaults >>"$D/ssh_config"
     SSH="ssh -F $D/ssh_config"
-    # A sanitizer build's settings (tests/local.mk) reach the hosts' logins too, as they reach local ranks.
-    local addr host_env="HOME=$D/home" v
-    for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do [ -n "${!v:-}" ] && host_env="$host_env $v=${!v}"; done
+    local addr
     for host in a b c; do
         case $host in a) addr=198.18.1.1 ;; b) addr=198.18.1.2 ;; c) addr=198.18.4.3 ;; esac
         local hide=:
         [ $host = c ] && hide="mount -t tmpfs tmpfs $NETNS_HIDDEN"
-        # ip netns exec and sh both exec: $! is sshd itself (in_ns, a shell function, would give a subshell).
-        ip netns exec "tp${ID}$host" sh -c "$hide && exec $SSHD -D -e -f /dev/null -h $D/hostkey \
-            -o ListenAddress=$addr -o PidFile=none -o AuthorizedKeysFile=$D/authorized_keys -o StrictModes=no \
-            -o PermitRootLogin=prohibit-password -o UsePAM=no -o PasswordAuthentication=no -o MaxStartups=100 \
-            -o 'SetEnv=$host_env'" \
-            2>>"$D/sshd.log" &
-        SSHD_PIDS+=($!)
+        netns_sshd "tp${ID}$host" "$addr" "$hide"
     done
     # Test-only polling until every sshd answers (a daemon's readiness has no other signal here).
     for host in a b c; do
@@ -173,42 +100,6 @@ EOF
 
 # tprun_on_a ARGS...: tprun run on host a with the test's ssh config.
 tprun_on_a() { in_ns a "$TPRUN" --ssh "$SSH" "$@"; }
-
-# comm_of PID: the process's name, or nothing.
-comm_of() { local c=; read -r c 2>/dev/null <"/proc/$1/comm"; echo "$c"; }
-
-# cmdline_of PID: its arguments joined by spaces (builtins only).
-cmdline_of() {
-    local args=()
-    mapfile -d '' -t args 2>/dev/null <"/proc/$1/cmdline"
-    echo "${args[*]}"
-}
-
-# leftovers: pids in the test namespaces other than the sshds, and any tprun agent of this build.
-leftovers() {
-    local p out= comm
-    for ns in $NS_A $NS_B $NS_C; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do
-            case " ${SSHD_PIDS[*]} " in *" $p "*) continue ;; esac
-            alive "$p" || continue
-            comm=$(comm_of "$p")
-            # sshd's per-connection children are the test's own plumbing, not the job's.
-            [ "$comm" = sshd ] && continue
-            out="$out $p($comm)"
-        done
-    done
-    echo "$out"
-}
-
-# wait_no_leftovers SECONDS: until no job process is left in any test host.
-# Bounded by the clock, not by a count of tries: on a loaded machine one look (three scans of /proc) took 0.8 s.
-wait_no_leftovers() {
-    local end=$((SECONDS + $1))
-    while [ -n "$(leftovers)" ]; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.05
-    done
-}
 
 if ! netns_setup; then
     echo "FAIL: could not build the test hosts"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/agent_tree.h"
 #include "link/link.h"
 #include "local/local.h"
 #include "runtime_config.h"
@@ -43,6 +44,7 @@ typedef struct agent {
     size_t in_len, in_cap;
     int in_eof;        /* tprun sent the end of input */
     tprun_ev_t *in_ev; /* the pipe waits for room */
+    tprun_subtree_t tree; /* the agents this one starts (a launch tree), and the way down to theirs */
 } agent_t;
 
 static agent_t G;
@@ -126,7 +128,7 @@ static int apply_plan(agent_t *A, char *text)
 {
     tprun_plan_t *P = &A->plan;
     tprun_job_t *J = &A->job;
-    int *ids = NULL, nids = 0, saw_hello = 0, service_line;
+    int *ids = NULL, nids = 0, saw_hello = 0, service_line, tree_line;
     char *wdir = NULL;
     P->torch_env = 1;
     for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
@@ -176,6 +178,8 @@ static int apply_plan(agent_t *A, char *text)
             if (eq == NULL) return refuse("bad variable in the plan");
             *eq = '\0';
             setenv(v, eq + 1, 1);
+        } else if ((tree_line = tprun_subtree_plan_line(&A->tree, line, v)) != 0) { /* "child ...", "via ..." */
+            if (tree_line < 0) return refuse("bad tree line \"%.60s %.60s\" in the plan (or out of memory)", line, v);
         } else if ((service_line = tprun_services_agent_plan_line(P, line, v)) != 0) { /* "pmix ...", "slurm" */
             if (service_line < 0) return refuse("out of memory");
         } else if (strcmp(line, "end") != 0) {
@@ -342,6 +346,7 @@ static void agent_routes(agent_t *A)
     tprun_link_route(&A->link, 'g', on_go, A);
     tprun_link_route(&A->link, 'k', on_kill, A);
     tprun_link_route(&A->link, 'i', on_stdin, A);
+    tprun_link_route(&A->link, 'c', tprun_subtree_route, &A->tree); /* to an agent below this one */
     for (const char *t = tprun_services_msg_types(); *t != '\0'; t++) tprun_link_route(&A->link, *t, on_service, A);
 }
 
@@ -435,7 +440,7 @@ static void loop(agent_t *A)
 {
     /* A service may stay until tprun ends the job: under --pmix ranks on other hosts may still want this host's
      * ranks' data after they ended. */
-    while (!A->lost && (!A->go || A->running > 0 || tprun_services_agent_keeps()))
+    while (!A->lost && (!A->go || A->running > 0 || A->tree.open > 0 || tprun_services_agent_keeps()))
         if (tprun_evloop_run_once(A->ev, -1) != 0) break;
 }
 
@@ -477,8 +482,15 @@ static int agent_run(void)
             return refuse("cannot create a signalfd or epoll: %s", strerror(errno));
     char err[1024];
     if (tprun_services_agent_prepare(err, sizeof(err)) != 0) return refuse("%s", err); /* job starting */
-    if (tprun_keeper_start(&A->job.keeper, A->job.np, tprun_services_keeper_cleanup) != TP_OK) return refuse("cannot start the keeper");
+    if (tprun_keeper_start(&A->job.keeper, A->job.np + A->tree.n, tprun_services_keeper_cleanup) != TP_OK)
+        return refuse("cannot start the keeper");
     tprun_ev_child(A->ev, A->job.keeper.pid, 0, on_keeper_child, A);
+    /* The agents below this one start now, beside this host's preparation; they die with it (and its keeper). */
+    if (tprun_subtree_start(&A->tree, A->ev, &A->job.keeper, &A->job.child_mask, A->job.host, err, sizeof(err)) != 0) {
+        tprun_services_job_over();
+        tprun_keeper_finish(&A->job.keeper);
+        return refuse("%s", err);
+    }
     A->job.child_exec = tprun_services_child_exec;
     if (tprun_job_prepare(&A->job, &A->plan, environ) != TP_OK) {
         tprun_services_job_over();
@@ -520,8 +532,9 @@ static int agent_run(void)
     if (A->go && start_ranks(A) != 0) kill_all(A, SIGKILL);
     loop(A);
     if (A->lost) {
-        /* The job's channel is gone: nothing may outlive it. */
+        /* The job's channel is gone: nothing may outlive it, on this host or below it. */
         kill_all(A, SIGKILL);
+        tprun_subtree_close(&A->tree);
         tprun_local_wait_all(&A->local);
         tprun_services_job_over();
         tprun_keeper_finish(&A->job.keeper);

@@ -76,6 +76,8 @@ tp_status_t tprun_agents_setup(tprun_agents_t *A, tprun_loop_t *L, tprun_job_t *
             job->host_var = plan->hosts[h].name;
         }
     }
+    /* srun starts every agent itself; PMIx's hub talks to each agent's channel directly. */
+    tprun_tree_shape(A, plan->slurm || plan->pmix ? 0 : plan->launch_fanout);
     if (job->ranks[0].agent < 0) job->listen = 1, job->boot_index = job->stdin_index = 0;
     else A->stdin_agent = job->ranks[0].agent; /* rank 0's stdin travels over its agent's channel */
     free(agent_of);
@@ -143,6 +145,7 @@ static char *build_plan(const tprun_loop_t *L, int ai, size_t *len_out)
     if (ok && ai == L->agents->stdin_agent) ok = plan_add(&buf, &len, &cap, "stdin", "1") == 0;
     plan_buf_t pb = {&buf, &len, &cap};
     ok = ok && tprun_services_plan_lines((tprun_loop_t *)L, ai, plan_add_to, &pb) == 0; /* what services send */
+    ok = ok && tprun_tree_plan_lines(L, ai, plan_add_to, &pb) == 0;                     /* the agents it starts */
     /* The user's TP_* settings must match on every rank; -x variables travel (a later one wins there too). */
     for (char **ep = environ; ok && *ep != NULL; ep++) {
         const char *eq = strchr(*ep, '=');
@@ -206,17 +209,10 @@ char **tprun_ssh_agent_argv(const tprun_plan_t *plan, const char *exe, const cha
     return argv;
 }
 
-static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
+pid_t tprun_ssh_spawn(char **argv, const sigset_t *child_mask, const char *what, int fds[3])
 {
-    tprun_agent_t *a = &L->agents->a[ai];
-    const tprun_plan_t *plan = L->plan;
-    char **argv = L->agents->agent_argv(plan, L->agents->exe, a->name);
-    if (argv == NULL) return TP_ERR_NO_MEMORY;
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-    size_t plan_len = 0;
-    char *plan_text = build_plan(L, ai, &plan_len);
-    if (plan_text == NULL || pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
-        goto err_pipes;
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) goto err_pipes;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) goto err_pipes;
@@ -230,8 +226,7 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
         dup2(out[1], STDOUT_FILENO);
         dup2(err[1], STDERR_FILENO);
         execvp(argv[0], argv);
-        dprintf(STDERR_FILENO, "cannot execute the %s command \"%s\": %s\n", plan->slurm ? "srun" : "ssh", argv[0],
-                strerror(errno));
+        dprintf(STDERR_FILENO, "cannot execute the %s command \"%s\": %s\n", what, argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
@@ -241,33 +236,82 @@ static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_ma
     fcntl(in[1], F_SETFL, O_NONBLOCK);
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
-    a->pid = pid;
-    a->link.out_fd = in[1];
-    tprun_link_queue(&a->link, plan_text, plan_len); /* written as ssh takes it */
-    a->out.fd = out[0];
-    a->err.fd = err[0];
-    a->state = AGENT_CONNECTING;
-    a->deadline = tprun_now_s() + plan->ssh_timeout_s;
-    a->child_ev = tprun_ev_child(L->ev, pid, 0, tprun_agent_reaped, a);
-    tprun_keeper_tell(&L->job->keeper, 'S', pid);
-    tp_log(TP_LOG_DEBUG, "ssh", "host %s: started %s (pid %d)", a->name, argv[0], (int)pid);
-    free(argv);
-    return TP_OK;
-err_pipes:
-    tp_log(TP_LOG_ERROR, "ssh", "cannot start ssh for host %s: %s", a->name, strerror(errno));
-    free(argv);
-    free(plan_text);
+    fds[0] = in[1], fds[1] = out[0], fds[2] = err[0];
+    return pid;
+err_pipes:;
+    int why = errno;
     for (int i = 0; i < 2; i++) {
         if (in[i] >= 0) close(in[i]);
         if (out[i] >= 0) close(out[i]);
         if (err[i] >= 0) close(err[i]);
     }
-    return TP_ERR_SYSTEM;
+    errno = why;
+    return -1;
 }
 
-void tprun_agent_send(tprun_agent_t *a, const char *line) { tprun_link_send(&a->link, line); }
+/* Agent ai's plan, then those of the agents it starts (wrapped for it to hand on). */
+static char *agent_plans(const tprun_loop_t *L, int ai, size_t *len)
+{
+    char *buf = build_plan(L, ai, len);
+    if (buf != NULL && tprun_tree_wrapped_plans(L, ai, build_plan, &buf, len) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
 
-void tprun_agent_close_input(tprun_agent_t *a) { tprun_link_close(&a->link); }
+static tp_status_t agent_start(tprun_loop_t *L, int ai, const sigset_t *child_mask)
+{
+    tprun_agent_t *a = &L->agents->a[ai];
+    const tprun_plan_t *plan = L->plan;
+    char **argv = L->agents->agent_argv(plan, L->agents->exe, a->name);
+    size_t plan_len = 0;
+    char *plan_text = argv != NULL ? agent_plans(L, ai, &plan_len) : NULL;
+    int fds[3];
+    pid_t pid = plan_text != NULL ? tprun_ssh_spawn(argv, child_mask, plan->slurm ? "srun" : "ssh", fds) : -1;
+    if (pid < 0) {
+        tp_log(TP_LOG_ERROR, "ssh", "cannot start ssh for host %s: %s", a->name, strerror(errno));
+        free(argv);
+        free(plan_text);
+        return TP_ERR_SYSTEM;
+    }
+    a->pid = pid;
+    a->link.out_fd = fds[0];
+    tprun_link_queue(&a->link, plan_text, plan_len); /* written as ssh takes it */
+    a->out.fd = fds[1];
+    a->err.fd = fds[2];
+    a->state = AGENT_CONNECTING;
+    a->deadline = tprun_now_s() + plan->ssh_timeout_s;
+    tprun_tree_started(a, tprun_now_s(), plan->ssh_timeout_s);
+    a->child_ev = tprun_ev_child(L->ev, pid, 0, tprun_agent_reaped, a);
+    tprun_keeper_tell(&L->job->keeper, 'S', pid);
+    tp_log(TP_LOG_DEBUG, "ssh", "host %s: started %s (pid %d)", a->name, argv[0], (int)pid);
+    free(argv);
+    return TP_OK;
+}
+
+void tprun_agent_send(tprun_agent_t *a, const char *line)
+{
+    if (a->parent < 0) {
+        tprun_link_send(&a->link, line);
+        return;
+    }
+    /* Below another agent: its parent hands it on ("c AGENT LINE"). */
+    char *wrapped = malloc(strlen(line) + 24);
+    if (wrapped == NULL) {
+        tp_log(TP_LOG_ERROR, "ssh", "host %s: out of memory queueing a message", a->name);
+        return;
+    }
+    sprintf(wrapped, "c %d %s", (int)(a - a->all->a), line);
+    tprun_link_send(&tprun_tree_top(a)->link, wrapped);
+    free(wrapped);
+}
+
+/* An agent below another one ends when its parent does: only tprun's own channels are closed. */
+void tprun_agent_close_input(tprun_agent_t *a)
+{
+    if (a->parent < 0) tprun_link_close(&a->link);
+}
 
 /* Keeps ssh's last stderr line: when the connection fails, it is ssh's own reason. */
 static void on_agent_err_line(void *ctx, char *line, size_t len)
@@ -285,20 +329,35 @@ static void on_agent_err_line(void *ctx, char *line, size_t len)
         tprun_write_line(STDERR_FILENO, &(tprun_prefix_t){"", 0}, line, len);
 }
 
-/* Messages during the launch: "ready IP PORT CLIENT_IP MASTER_PORT" or "error MESSAGE". */
+static void launch_check(tprun_agent_t *a);
+
+/* Messages during the launch: "ready IP PORT CLIENT_IP MASTER_PORT" or "error MESSAGE"; from an agent below this
+ * one, "c AGENT" before them, or "c AGENT lost REASON" when its parent's ssh to it ended. */
 static void on_agent_launch_line(void *ctx, char *line, size_t len)
 {
-    tprun_agent_t *a = ctx;
+    tprun_agent_t *a = ctx, *below;
+    char *rest, q[TP_QUOTE_LEN];
+    size_t rest_len;
+    if ((below = tprun_tree_unwrap(a, line, len, &rest, &rest_len)) != NULL) {
+        if (strncmp(rest, "lost ", 5) == 0 && below->state != AGENT_GONE) { /* ready or not: it cannot start ranks */
+            rest[rest_len - 1] = '\0';
+            tprun_wire_unescape(rest + 5);
+            snprintf(below->error, sizeof(below->error), "error: %s", rest + 5);
+            below->state = AGENT_GONE;
+        } else if (below->state == AGENT_CONNECTING) {
+            on_agent_launch_line(below, rest, rest_len);
+        }
+        if (a->all->failed < 0) launch_check(below);
+        return;
+    }
     line[len - 1] = '\0';
     if (strncmp(line, "ready ", 6) == 0 && a->state == AGENT_CONNECTING &&
         sscanf(line + 6, "%255s %d %63s %d", a->ready_ip, &a->ready_port, a->client_ip, &a->ready_master) == 4) {
         a->state = AGENT_READY;
     } else if (strncmp(line, "error ", 6) == 0) {
-        char q[TP_QUOTE_LEN];
         tprun_wire_unescape(line + 6); /* the agent's own words, quoted: an escaped newline stays one line */
         snprintf(a->error, sizeof(a->error), "error: %s", tp_quote(line + 6, q, sizeof(q)));
     } else {
-        char q[TP_QUOTE_LEN];
         snprintf(a->error, sizeof(a->error), "error: unexpected message from the agent: \"%s\"",
                  tp_quote(line, q, sizeof(q)));
     }
@@ -329,7 +388,6 @@ static void launch_reason(const tprun_loop_t *L, const tprun_agent_t *a, char *o
 }
 
 /* An agent's stderr, from its start to its end: ssh's messages and the agent's own. */
-static void launch_check(tprun_agent_t *a);
 
 static void on_agent_err(void *arg, unsigned revents)
 {
@@ -373,9 +431,10 @@ void tprun_agents_abort(tprun_loop_t *L, double grace)
 static void launch_check(tprun_agent_t *a)
 {
     tprun_agents_t *A = a->all;
-    if (a->state == AGENT_READY && a->out.fd >= 0) {
+    if (a->state == AGENT_READY && (a->out.fd >= 0 || a->parent >= 0)) {
         A->ready++;
         a->state = AGENT_RUNNING;
+        if (a->subtree > 0) return; /* its channel brings its subtree's answers */
         tprun_ev_remove(a->out_ev); /* read again once every agent is ready */
         a->out_ev = NULL;
     } else if (A->failed < 0 && (a->state == AGENT_GONE || strncmp(a->error, "error: ", 7) == 0)) {
@@ -390,7 +449,7 @@ static void on_launch_out(void *arg, unsigned revents)
     tprun_agent_t *a = arg;
     tprun_prefix_t none = {"", 0};
     (void)revents;
-    if (a->state != AGENT_CONNECTING || a->all->failed >= 0) return;
+    if ((a->state != AGENT_CONNECTING && a->subtree == 0) || a->state == AGENT_GONE || a->all->failed >= 0) return;
     if (tprun_stream_pump(&a->out, &none) == 0) {
         /* The channel closed before "ready": take ssh's last words first, then its status. */
         tprun_ev_remove(a->err_ev);
@@ -400,7 +459,7 @@ static void on_launch_out(void *arg, unsigned revents)
         a->out_ev = NULL;
         tprun_stream_close(&a->out, &none);
         tprun_ev_child_wait(a->child_ev);
-        if (a->state == AGENT_CONNECTING) a->state = AGENT_GONE;
+        a->state = AGENT_GONE; /* ready or not: its subtree's answers cannot come any more */
     }
     launch_check(a);
 }
@@ -430,8 +489,8 @@ int tprun_agents_launch(tprun_loop_t *L)
     while (A->ready < A->n && A->failed < 0 && !L->interrupted_by) {
         /* Keep at most TPRUN_SSH_FANOUT connecting. */
         int connecting = 0;
-        for (int i = 0; i < A->n; i++) connecting += A->a[i].state == AGENT_CONNECTING;
-        while (started < A->n && connecting < TPRUN_SSH_FANOUT) {
+        for (int i = 0; i < A->ndirect; i++) connecting += A->a[i].state == AGENT_CONNECTING;
+        while (started < A->ndirect && connecting < TPRUN_SSH_FANOUT) {
             if (agent_start(L, started, &job->child_mask) != TP_OK) {
                 A->failed = started;
                 snprintf(A->a[started].error, sizeof(A->a[started].error), "tprun could not start ssh");
@@ -442,7 +501,7 @@ int tprun_agents_launch(tprun_loop_t *L)
         }
         if (A->failed >= 0) break;
         double now = tprun_now_s(), next = 0;
-        for (int i = 0; i < started && A->failed < 0; i++) {
+        for (int i = 0; i < A->n && A->failed < 0; i++) {
             tprun_agent_t *a = &A->a[i];
             if (a->state != AGENT_CONNECTING) continue;
             if (now >= a->deadline) A->failed = i;
@@ -482,7 +541,10 @@ int tprun_agents_launch(tprun_loop_t *L)
         tprun_agent_t *a = &A->a[i];
         a->out.on_line = NULL; /* from now on tprun_agent_on_channel parses the lines */
         tprun_agent_routes(a);
-        a->out_ev = tprun_ev_fd(L->ev, a->out.fd, EPOLLIN, 0, tprun_agent_on_channel, a);
+        if (a->parent < 0) {
+            tprun_ev_remove(a->out_ev); /* an agent with a subtree was read through the launch */
+            a->out_ev = tprun_ev_fd(L->ev, a->out.fd, EPOLLIN, 0, tprun_agent_on_channel, a);
+        }
         tprun_agent_send(a, go);
     }
     for (int r = 0; r < job->np; r++) {

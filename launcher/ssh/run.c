@@ -103,13 +103,28 @@ void tprun_agent_routes(tprun_agent_t *a)
     for (const char *t = tprun_services_msg_types(); *t != '\0'; t++) tprun_link_route(&a->link, *t, on_service, a);
 }
 
-/* One message from a running agent: "o|e RANK text" here, the others to their owners. */
+static void agents_gone(tprun_loop_t *L, tprun_agent_t *a);
+
+/* One message from a running agent: "o|e RANK text" here, the others to their owners; "c AGENT ..." is from an
+ * agent below it, "c AGENT lost REASON" its parent's word that its ssh ended. */
 static void on_agent_line(void *ctx, char *line, size_t len)
 {
-    tprun_agent_t *a = ctx;
+    tprun_agent_t *a = ctx, *below;
     tprun_loop_t *L = a->all->L;
-    size_t used;
+    size_t used, rest_len;
+    char *rest;
     int r;
+    if ((below = tprun_tree_unwrap(a, line, len, &rest, &rest_len)) != NULL) {
+        if (strncmp(rest, "lost ", 5) != 0) {
+            on_agent_line(below, rest, rest_len);
+        } else if (below->state != AGENT_GONE) {
+            rest[rest_len - 1] = '\0';
+            tprun_wire_unescape(rest + 5);
+            snprintf(below->error, sizeof(below->error), "%s", rest + 5);
+            agents_gone(L, below);
+        }
+        return;
+    }
     /* Every field is read within the line (newline excluded): a number never runs on into the next one. */
     if (len >= 3 && (line[0] == 'o' || line[0] == 'e') && line[1] == ' ' &&
         (r = parse_rank_of(L, a, line + 2, len - 3, &used)) >= 0 && line[2 + used - 1] == ' ') {
@@ -123,8 +138,9 @@ static void on_agent_line(void *ctx, char *line, size_t len)
            tp_quote(line, q, sizeof(q)));
 }
 
-/* The agent's ranks that were never reported ended count as killed: its end (or its host's) took them. */
-static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
+/* The agent's ranks that were never reported ended count as killed: its end (or its host's, or that of the agent
+ * that started it: via) took them. */
+static void agent_lost(tprun_loop_t *L, tprun_agent_t *a, const tprun_agent_t *via)
 {
     int ai = (int)(a - L->agents->a), *list = malloc(sizeof(int) * (size_t)L->job->np);
     size_t n = 0;
@@ -137,10 +153,15 @@ static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
     char ranks[200];
     tp_format_ranks(list, n, ranks, sizeof(ranks));
     int first = L->first_failure < 0 && !L->timed_out && !L->launch_failed;
-    if (first) {
-        tprun_say("host %s: the agent's connection ended before rank%s %s there ended%s%s; they count as killed",
-                  a->name, n > 1 ? "s" : "", ranks, a->error[0] ? " (last message: " : "", a->error[0] ? a->error : "");
+    if (first && via == NULL) {
+        tprun_say("host %s: the agent's connection ended before rank%s %s there ended%s%s%s; they count as killed",
+                  a->name, n > 1 ? "s" : "", ranks, a->error[0] ? " (last message: " : "", a->error[0] ? a->error : "",
+                  a->error[0] ? ")" : "");
         L->host_lost = 1;
+    } else if (via != NULL) {
+        tprun_say("host %s: lost with host %s (whose agent started it); rank%s %s there count%s as killed", a->name,
+                  via->name, n > 1 ? "s" : "", ranks, n > 1 ? "" : "s");
+        L->host_lost |= first;
     } else {
         tprun_say("host %s: no report from the agent; rank%s %s there count%s as ended", a->name, n > 1 ? "s" : "",
                   ranks, n > 1 ? "" : "s");
@@ -153,11 +174,34 @@ static void agent_lost(tprun_loop_t *L, tprun_agent_t *a)
     free(list);
 }
 
+typedef struct gone_arg {
+    tprun_loop_t *L;
+    tprun_agent_t *via;
+} gone_arg_t;
+
+static void gone_below(tprun_agent_t *d, void *arg)
+{
+    gone_arg_t *g = arg;
+    if (d->state == AGENT_GONE) return;
+    d->state = AGENT_GONE;
+    tprun_services_agent_gone(g->L, (int)(d - d->all->a));
+    agent_lost(g->L, d, g->via);
+}
+
+/* An agent is gone, and with it every agent it started (their ssh connections died with it). */
+static void agents_gone(tprun_loop_t *L, tprun_agent_t *a)
+{
+    a->state = AGENT_GONE;
+    tprun_services_agent_gone(L, (int)(a - a->all->a));
+    agent_lost(L, a, NULL); /* ranks never reported ended, "bye" or not, count as killed */
+    gone_arg_t g = {L, a};
+    tprun_tree_each_below(a, gone_below, &g);
+}
+
 void tprun_agent_on_channel(void *arg, unsigned revents)
 {
     tprun_agent_t *a = arg;
     tprun_loop_t *L = a->all->L;
-    int ai = (int)(a - a->all->a);
     tprun_prefix_t none = {"", 0};
     (void)revents;
     a->out.on_line = on_agent_line;
@@ -172,9 +216,7 @@ void tprun_agent_on_channel(void *arg, unsigned revents)
         tprun_stream_drain(&a->err, &none);
     }
     tprun_agent_close_input(a);
-    a->state = AGENT_GONE;
-    tprun_services_agent_gone(L, ai);
-    agent_lost(L, a); /* ranks never reported ended, "bye" or not, count as killed */
+    agents_gone(L, a);
 }
 
 void tprun_agents_signal(tprun_agents_t *A, int sig)
@@ -195,7 +237,7 @@ void tprun_agents_cut_off(tprun_loop_t *L)
         /* Its channel's end follows and counts the ranks; without a process left, count them now. */
         if (a->pid <= 0) {
             a->state = AGENT_GONE;
-            agent_lost(L, a);
+            agent_lost(L, a, NULL);
         }
     }
 }
@@ -274,7 +316,7 @@ static void stdin_pump(tprun_loop_t *L)
     tprun_agents_t *A = L->agents;
     if (A == NULL || A->stdin_state != 1) return;
     tprun_agent_t *a = &A->a[A->stdin_agent];
-    if (a->state != AGENT_RUNNING || a->link.out_fd < 0) {
+    if (a->state != AGENT_RUNNING || tprun_tree_top(a)->link.out_fd < 0) {
         stdin_stop(L);
         return;
     }

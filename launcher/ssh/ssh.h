@@ -2,6 +2,7 @@
 #ifndef TPRUN_SSH_H
 #define TPRUN_SSH_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,6 +36,9 @@ typedef struct tprun_agent {
     int ready_master;     /* MASTER_PORT, reserved on the host of rank 0 (0 without the torch variables) */
     char error[1024];     /* why it failed: its "error" message, else ssh's last line on stderr */
     int running;          /* its ranks that have not been reported ended */
+    int parent;           /* the agent that started this one (its messages come through it), or -1: tprun did */
+    int depth;            /* ssh hops from tprun: 1 for the agents tprun starts */
+    int subtree;          /* agents below this one */
 } tprun_agent_t;
 
 /* Bytes of tprun's stdin sent to rank 0's agent and not yet written into rank 0's stdin: reading pauses beyond. */
@@ -50,6 +54,8 @@ typedef struct tprun_agents {
     tprun_agent_argv_fn agent_argv; /* how an agent is started: ssh's command (another backend may swap it) */
     tprun_agent_t *a;
     int n;
+    int ndirect;    /* agents tprun starts itself: a[0..ndirect) (every agent without a tree) */
+    int fanout;     /* the tree's fan-out (TP_LAUNCH_FANOUT), 0 without a tree */
     char exe[4096]; /* tprun's own path: the agent is the same file on the remote host */
     /* tprun's stdin, forwarded to rank 0 on another host ("i DATA" lines, acknowledged with "ia N") */
     int stdin_agent;         /* rank 0's agent, or -1 */
@@ -87,6 +93,35 @@ void tprun_agents_finish(tprun_loop_t *L);
 void tprun_agents_stdin_start(tprun_loop_t *L);
 
 extern const tprun_backend_ops_t tprun_ssh_backend;
+
+/* Starts argv (ssh, or srun) in its own process group, dying with this process; fds: its stdin's write end, its
+ * stdout's and stderr's read ends, all non-blocking. Returns its pid, or -1 with errno. */
+pid_t tprun_ssh_spawn(char **argv, const sigset_t *child_mask, const char *what, int fds[3]);
+
+/* ---- ssh/tree.c: agents started as a tree ---- */
+
+/* Default TP_LAUNCH_FANOUT: as many agents as tprun has ssh connections setting up at once, so that a flat
+ * launch never waits for a second round of its own connections. */
+#define TPRUN_LAUNCH_FANOUT 32
+/*
+ * Beyond fanout agents, tprun starts the first fanout and agent i's children are agents fanout*(i+1)+j (a heap):
+ * each agent starts its children over the same ssh command and relays their messages as "c AGENT LINE".
+ */
+void tprun_tree_shape(tprun_agents_t *A, int fanout);
+/* The plan lines that make agent ai start its children ("ssh", "sshto", "exe", "child", "via"). */
+int tprun_tree_plan_lines(const tprun_loop_t *L, int ai, int (*add)(void *ctx, const char *key, const char *value),
+                          void *ctx);
+/* The plans of agent ai's subtree, each line wrapped "c AGENT ...", appended to buf (realloc'd); -1 on no memory. */
+int tprun_tree_wrapped_plans(const tprun_loop_t *L, int ai, char *(*plan)(const tprun_loop_t *L, int ai, size_t *len),
+                             char **buf, size_t *len);
+/* The agent tprun started whose channel carries a's messages (a itself without a parent). */
+tprun_agent_t *tprun_tree_top(tprun_agent_t *a);
+/* "c AGENT LINE" from top's channel: the agent below top that sent it and where its line starts, or NULL. */
+tprun_agent_t *tprun_tree_unwrap(tprun_agent_t *top, char *line, size_t len, char **rest, size_t *rest_len);
+/* Calls fn for every agent below a, parents before children. */
+void tprun_tree_each_below(tprun_agent_t *a, void (*fn)(tprun_agent_t *d, void *arg), void *arg);
+/* The agents below a tprun just started wait for their answer from now on, their parents' hops included. */
+void tprun_tree_started(tprun_agent_t *a, double now, double ssh_timeout_s);
 
 /* Shared by ssh/launch.c and ssh/run.c: queue a line on an agent's link, close its input (it then ends its ranks),
  * and end every agent within the grace after a failure. */

@@ -56,8 +56,10 @@ check_PROGRAMS += tests/fuzz/fuzz_args tests/fuzz/fuzz_wire tests/fuzz/fuzz_fenc
 tests_fuzz_fuzz_args_SOURCES = tests/fuzz/fuzz_args.c $(FUZZ_REPLAY)
 tests_fuzz_fuzz_wire_SOURCES = tests/fuzz/fuzz_wire.c $(FUZZ_REPLAY)
 tests_fuzz_fuzz_fence_SOURCES = tests/fuzz/fuzz_fence.c $(FUZZ_REPLAY)
-tests_fuzz_fuzz_plan_SOURCES = tests/fuzz/fuzz_plan.c launcher/ssh/launch.c launcher/ssh/run.c $(FUZZ_REPLAY)
-tests_fuzz_fuzz_agent_line_SOURCES = tests/fuzz/fuzz_agent_line.c launcher/agent/agent.c $(FUZZ_REPLAY)
+tests_fuzz_fuzz_plan_SOURCES = tests/fuzz/fuzz_plan.c launcher/ssh/launch.c launcher/ssh/run.c launcher/ssh/tree.c \
+	launcher/agent/agent_tree.c $(FUZZ_REPLAY)
+tests_fuzz_fuzz_agent_line_SOURCES = tests/fuzz/fuzz_agent_line.c launcher/agent/agent.c launcher/agent/agent_tree.c \
+	launcher/ssh/tree.c $(FUZZ_REPLAY)
 tests_fuzz_fuzz_args_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
 tests_fuzz_fuzz_wire_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)
 tests_fuzz_fuzz_fence_CPPFLAGS = $(FUZZ_LAUNCHER_CPPFLAGS)

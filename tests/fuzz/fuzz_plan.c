@@ -47,6 +47,7 @@ static void agent_free(agent_t *A)
     free(A->err_prefix);
     free(A->channel.buf);
     free(A->in_buf);
+    tprun_subtree_free(&A->tree);
     tprun_agent_pmix_plan("pmix", "0");
     tprun_agent_pmix_stop();
 }
