@@ -12,6 +12,12 @@
 #ifndef TCP_SOCKBUF
 #define TCP_SOCKBUF 4194304 /* socket buffer bytes (0 keeps autotuning): a part fits in flight */
 #endif
+/* Congestion control of every data connection: bbr (a kernel's default here) keeps its window near its bandwidth times
+ * a microsecond round trip and paces by a delivery rate that drops when a rank is descheduled, so on one host a call
+ * beyond about 1 MiB waits on acknowledgements and timers; reno sends what the socket buffer holds (BENCHMARKS.md). */
+#ifndef TCP_CONGESTION_ALGO
+#define TCP_CONGESTION_ALGO "reno"
+#endif
 #define TCP_REACH_PRIORITY 1  /* reach's answer: every other transport that reaches a peer is preferred */
 #define TCP_IOV_MAX 64         /* iovecs per sendmsg: several small frames go in one system call */
 
