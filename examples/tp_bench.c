@@ -74,7 +74,8 @@ int main(int argc, char **argv)
                n, tp_version(), tp_comm_setting(w, "part_bytes"), calls, "op", "bytes", "iters", "p50_us", "p90_us");
     for (int op = 0; op < OP_COUNT; op++) {
         if (!(o.ops & (1u << op))) continue;
-        for (size_t bytes = 16; bytes <= o.max_bytes; bytes *= 4) {
+        for (int si = 0; bench_size(&o, si) != 0; si++) {
+            size_t bytes = bench_size(&o, si);
             if (op == OP_ALL_TO_ALL && bytes < (size_t)4 * n) continue;
             /* reduce_scatter takes N * bytes in and gives bytes out, in MPI's block terms */
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
@@ -89,8 +90,8 @@ int main(int argc, char **argv)
             double p50 = tmax[iters / 2], p90 = tmax[(iters * 9) / 10];
             if (me == 0 && o.json)
                 printf("{\"impl\":\"tprun\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f}\n",
-                       n, op_names[op], bytes, iters, p50, p90);
+                       "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f}\n",
+                       n, op_names[op], bytes, iters, p50, p90, tmax[0], tmax[iters / 10]);
             else if (me == 0) printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
             fflush(stdout);
         }

@@ -6,7 +6,7 @@ PACKAGES="
 build-essential autoconf automake libtool pkg-config
 libpmix-dev libhwloc-dev
 openmpi-bin libopenmpi-dev mpich libmpich-dev
-hyperfine iproute2 openssh-server openssh-client procps python3 groff-base
+hyperfine iproute2 openssh-server openssh-client procps python3 python3-matplotlib groff-base
 slurm-wlm munge
 clang libclang-rt-14-dev
 "

@@ -51,3 +51,7 @@ bench: all $(bench_mpi_binaries)
 # tp-bench's command line (no timing: the benchmarks themselves never run in make check).
 TESTS += tests/bench_args.sh
 EXTRA_DIST += tests/bench_args.sh
+# scripts/plot_bench.py on saved tables (a PNG comes out; skipped without matplotlib).
+TESTS += tests/plot_bench.sh
+EXTRA_DIST += tests/plot_bench.sh scripts/plot_bench.py tests/plot_bench_sample.md tests/plot_bench_sample.jsonl \
+	tests/plot_bench_sample.txt

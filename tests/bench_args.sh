@@ -27,6 +27,9 @@ bad --iters 'tp-bench: --iters: needs a value (--help lists the options)'
 bad --max-bytes 4M 'tp-bench: --max-bytes: expected a byte count from 16 to 1073741824, got "4M"'
 bad --ops allreduce,all_reduce 'tp-bench: --ops: expected a comma-separated list of allreduce, allgather, reduce_scatter, bcast, sendrecv, alltoall, got "allreduce,all_reduce"'
 bad --bogus 'tp-bench: unknown option "--bogus" (--help lists the options)'
+for v in 1048576,x 15 1048576,,16 , 1073741825; do
+    bad --sizes "$v" "tp-bench: --sizes: expected up to 32 comma-separated byte counts from 16 to 1073741824, got \"$v\""
+done
 
 "$TPRUN" -n 2 "$BENCH" --ops bcast --max-bytes 64 --iters 3 >"$T/out" 2>"$T/err"
 expect_eq "tprun -n 2 tp-bench --iters 3: status" "$?" 0
@@ -34,4 +37,9 @@ grep -q '^tp-bench: 2 ranks, .*back-to-back calls (3 per size)' "$T/out" ||
     fail "the header does not say 3 calls per size: $(head -n 1 "$T/out")"
 rows=$(grep -c '^bcast  *[0-9][0-9]*  *3 ' "$T/out")
 expect_eq "rows of bcast with 3 calls (16 and 64 bytes)" "$rows" 2
+
+# --sizes runs exactly those sizes in that order, whatever --max-bytes says before it
+"$TPRUN" -n 2 "$BENCH" --ops allgather --max-bytes 16 --sizes 96,24 --iters 2 --json >"$T/out" 2>"$T/err"
+expect_eq "tprun -n 2 tp-bench --sizes 96,24: status" "$?" 0
+expect_eq "--sizes 96,24: sizes run" "$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$T/out" | paste -sd, -)" "96,24"
 finish

@@ -80,3 +80,10 @@ tests_topo_gpu_unit_SOURCES = tests/topo_gpu_unit.c
 tests_topo_gpu_unit_LDADD = libtp_internal.la
 tests_topo_gpu_unit_LDFLAGS = -no-install
 TESTS += tests/topo_gpu_unit
+# The TCP transport's data connections use reno congestion control.
+check_PROGRAMS += tests/tcp_congestion
+tests_tcp_congestion_SOURCES = tests/tcp_congestion.c
+tests_tcp_congestion_LDADD = libtp.la
+tests_tcp_congestion_LDFLAGS = -no-install
+TESTS += tests/tcp_congestion.sh
+EXTRA_DIST += tests/tcp_congestion.sh

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BENCH_OPS = 6, BENCH_MAX_ITERS = 500 };
+enum { BENCH_OPS = 6, BENCH_MAX_ITERS = 500, BENCH_MAX_SIZES = 32 };
 static const char *const op_names[BENCH_OPS] = {"allreduce", "allgather", "reduce_scatter",
                                                 "bcast",     "sendrecv",  "alltoall"};
 #define BENCH_DEFAULT_OPS "allreduce,allgather,reduce_scatter,bcast,sendrecv"
@@ -30,8 +30,10 @@ static inline int cmp_double(const void *a, const void *b)
 
 typedef struct bench_opts {
     int json, help;
-    int iters;        /* timed calls per size; 0: iterations_for */
-    size_t max_bytes; /* sizes run 16, 64, 256, ... up to this */
+    int iters;                     /* timed calls per size; 0: iterations_for */
+    size_t max_bytes;              /* sizes run 16, 64, 256, ... up to this */
+    size_t sizes[BENCH_MAX_SIZES]; /* --sizes: these instead, in this order (max_bytes their largest) */
+    int nsizes;
     unsigned ops;     /* bit i: op_names[i] */
     const char *impl; /* the MPI twin's name in its JSON rows */
 } bench_opts_t;
@@ -39,11 +41,12 @@ typedef struct bench_opts {
 static inline void bench_usage(FILE *f, const char *prog, int with_impl)
 {
     fprintf(f,
-            "usage: %s [--json] [--ops LIST] [--max-bytes N] [--iters N]%s\n"
+            "usage: %s [--json] [--ops LIST] [--max-bytes N | --sizes LIST] [--iters N]%s\n"
             "  --ops LIST     comma-separated, from allreduce,allgather,reduce_scatter,bcast,sendrecv,alltoall\n"
             "                 (default " BENCH_DEFAULT_OPS ")\n"
             "  --max-bytes N  largest size per rank in bytes, 16 to 1073741824; sizes run 16, 64, 256, ... (default "
             "67108864)\n"
+            "  --sizes LIST   comma-separated byte counts to run instead, e.g. 1048576,1572864,2097152\n"
             "  --iters N      timed calls per size, 1 to %d (default 500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 "
             "above)\n"
             "  --json         one JSON object per size instead of the table\n%s",
@@ -79,6 +82,34 @@ static inline int bench_parse_ops(const char *list, unsigned *out)
     return ops != 0 ? 0 : -1;
 }
 
+/* The i-th size to run (0 after the last): --sizes in order, else 16, 64, 256, ... up to max_bytes. */
+static inline size_t bench_size(const bench_opts_t *o, int i)
+{
+    if (o->nsizes > 0) return i < o->nsizes ? o->sizes[i] : 0;
+    size_t b = (size_t)16 << (2 * i);
+    return i < 16 && b <= o->max_bytes ? b : 0;
+}
+
+/* "1048576,2097152": each from 16 to 1G, at most BENCH_MAX_SIZES; max_bytes becomes the largest. */
+static inline int bench_parse_sizes(const char *list, bench_opts_t *o)
+{
+    o->nsizes = 0;
+    o->max_bytes = 0;
+    for (const char *p = list; *p != '\0';) {
+        char one[24];
+        size_t len = strcspn(p, ",");
+        unsigned long long n;
+        if (len == 0 || len >= sizeof(one) || o->nsizes == BENCH_MAX_SIZES) return -1;
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (bench_parse_count(one, 16, (unsigned long long)1 << 30, &n) != 0) return -1;
+        o->sizes[o->nsizes++] = (size_t)n;
+        if ((size_t)n > o->max_bytes) o->max_bytes = (size_t)n;
+        p += len + (p[len] == ',');
+    }
+    return o->nsizes > 0 ? 0 : -1;
+}
+
 /* Parses both programs' options (--impl only when with_impl); on error writes one line naming the option. */
 static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_opts_t *o, char *err, size_t len)
 {
@@ -92,7 +123,7 @@ static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_o
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
         } else if (strcmp(a, "--ops") == 0 || strcmp(a, "--max-bytes") == 0 || strcmp(a, "--iters") == 0 ||
-                   (with_impl && strcmp(a, "--impl") == 0)) {
+                   strcmp(a, "--sizes") == 0 || (with_impl && strcmp(a, "--impl") == 0)) {
             if (v == NULL) return snprintf(err, len, "%s: needs a value (--help lists the options)", a), -1;
             i++;
             if (strcmp(a, "--impl") == 0) {
@@ -103,6 +134,13 @@ static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_o
                                     "--ops: expected a comma-separated list of allreduce, allgather, "
                                     "reduce_scatter, bcast, sendrecv, alltoall, got \"%s\"",
                                     v),
+                           -1;
+            } else if (strcmp(a, "--sizes") == 0) {
+                if (bench_parse_sizes(v, o) != 0)
+                    return snprintf(err, len,
+                                    "--sizes: expected up to %d comma-separated byte counts from 16 to 1073741824, "
+                                    "got \"%s\"",
+                                    BENCH_MAX_SIZES, v),
                            -1;
             } else if (strcmp(a, "--max-bytes") == 0) {
                 if (bench_parse_count(v, 16, (unsigned long long)1 << 30, &n) != 0)
@@ -121,6 +159,8 @@ static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_o
             return snprintf(err, len, "unknown option \"%s\" (--help lists the options)", a), -1;
         }
     }
+    for (int i = 0; i < o->nsizes; i++) /* buffers are sized by max_bytes, whatever order the options came in */
+        if (o->sizes[i] > o->max_bytes) o->max_bytes = o->sizes[i];
     return 0;
 }
 

@@ -47,7 +47,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < cap / 4; i++) send[i] = (float)(i % 1000) * 0.5f, recv[i] = 0;
     for (int op = 0; op < BENCH_OPS; op++) {
         if (!(o.ops & (1u << op))) continue;
-        for (size_t bytes = 16; bytes <= o.max_bytes; bytes *= 4) {
+        for (int si = 0; bench_size(&o, si) != 0; si++) {
+            size_t bytes = bench_size(&o, si);
             if (op == 5 && bytes < (size_t)4 * n) continue;
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
             for (int i = -5; i < iters; i++) {
@@ -60,8 +61,9 @@ int main(int argc, char **argv)
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
             if (me == 0)
                 printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f}\n",
-                       o.impl, n, op_names[op], bytes, iters, tmax[iters / 2], tmax[(iters * 9) / 10]);
+                       "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f}\n",
+                       o.impl, n, op_names[op], bytes, iters, tmax[iters / 2], tmax[(iters * 9) / 10], tmax[0],
+                       tmax[iters / 10]);
             fflush(stdout);
         }
     }

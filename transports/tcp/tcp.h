@@ -7,13 +7,19 @@
 
 #include "tp_provider.h"
 
-#define TCP_RX_BYTES 65536     /* per-connection receive buffer: headers and small payloads land here */
-#define TCP_DIRECT_MIN 4096    /* a payload remainder at least this large is read straight into its buffer */
+#define TCP_RX_BYTES   65536 /* per-connection receive buffer: headers and small payloads land here */
+#define TCP_DIRECT_MIN 4096  /* a payload remainder at least this large is read straight into its buffer */
 #ifndef TCP_SOCKBUF
 #define TCP_SOCKBUF 4194304 /* socket buffer bytes (0 keeps autotuning): a part fits in flight */
 #endif
+/* Congestion control of every data connection: bbr (a kernel's default here) keeps its window near its bandwidth times
+ * a microsecond round trip and paces by a delivery rate that drops when a rank is descheduled, so on one host a call
+ * beyond about 1 MiB waits on acknowledgements and timers; reno sends what the socket buffer holds (BENCHMARKS.md). */
+#ifndef TCP_CONGESTION_ALGO
+#define TCP_CONGESTION_ALGO "reno"
+#endif
 #define TCP_REACH_PRIORITY 1  /* reach's answer: every other transport that reaches a peer is preferred */
-#define TCP_IOV_MAX 64         /* iovecs per sendmsg: several small frames go in one system call */
+#define TCP_IOV_MAX        64 /* iovecs per sendmsg: several small frames go in one system call */
 
 /*
  * Two connections per pair of ranks, one per direction: a rank sends on the one it owns and reads the other, so a

@@ -94,6 +94,9 @@ static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, TCP_CONGESTION_ALGO, sizeof(TCP_CONGESTION_ALGO) - 1) != 0)
+        tp_log(TP_LOG_DEBUG, "tcp", "congestion control %s refused (%s): the kernel's default stays",
+               TCP_CONGESTION_ALGO, strerror(errno));
 #if TCP_SOCKBUF > 0
     int sb = TCP_SOCKBUF;
     setsockopt(fd, SOL_SOCKET, is_send ? SO_SNDBUF : SO_RCVBUF, &sb, sizeof(sb));

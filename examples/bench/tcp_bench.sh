@@ -1,0 +1,85 @@
+#!/bin/bash
+# tcp_bench.sh: tprun over TCP (TP_TRANSPORTS=tcp) beside Open MPI forced to TCP over loopback, 2 ranks, in
+# interleaved rounds: each round runs every variant of ours and then Open MPI, so a ratio compares runs minutes
+# apart at most. Prints, per op and size, each round's p50 ratio to Open MPI and the median. Not run by make check.
+#   examples/bench/tcp_bench.sh [--rounds N] [--sizes LIST] [--ops LIST] [--iters N] [--ranks N] [--json FILE]
+#                               [--stat p50|p10|min|p90] [--variant NAME=SETTINGS]...
+# A variant is a name and space-separated VAR=value settings for its tprun run, e.g. --variant 'p1m=TP_PART_BYTES=1M';
+# BUILD=dir among them runs dir/tprun and dir/tp-bench instead (another build, for before/after in one run). Without
+# --variant one variant "tcp" runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
+# the per-call statistic compared (default p50; min and p10 show the path without the machine's load).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=()
+die() {
+    echo "tcp_bench.sh: $*" >&2
+    exit 1
+}
+while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "$1 needs a value (see the comment at the top of $0)"
+    case $1 in
+    --rounds) rounds=$2 ;;
+    --ranks) ranks=$2 ;;
+    --sizes) sizes=$2 ;;
+    --ops) ops=$2 ;;
+    --stat) case $2 in p50 | p10 | p90 | min) stat=$2 ;; *) die "--stat: expected p50, p10, p90 or min, got \"$2\"" ;; esac ;;
+    --iters) iters=$2 ;;
+    --json) json_out=$2 ;;
+    --variant) case $2 in *=*) variants+=("$2") ;; *) die "--variant: expected NAME=SETTINGS, got \"$2\"" ;; esac ;;
+    *) die "unknown option $1 (see the comment at the top of $0)" ;;
+    esac
+    shift 2
+done
+case $rounds in '' | *[!0-9]* | 0) die "--rounds: expected a positive integer, got \"$rounds\"" ;; esac
+[ ${#variants[@]} -gt 0 ] || variants=("tcp=")
+command -v mpicc.openmpi >/dev/null || die "mpicc.openmpi not found: run scripts/install-deps.sh (libopenmpi-dev)"
+work=$(mktemp -d "${TMPDIR:-/tmp}/tcp-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mpicc.openmpi -O2 -o "$work/ompi_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err" ||
+    die "mpicc.openmpi cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
+args=(--json --ops "$ops" --sizes "$sizes")
+[ -z "$iters" ] || args+=(--iters "$iters")
+results=$work/rows.jsonl
+for round in $(seq 1 "$rounds"); do
+    for v in "${variants[@]}"; do
+        name=${v%%=*} settings=${v#*=} build=. envs=()
+        for kv in $settings; do
+            case $kv in BUILD=*) build=${kv#BUILD=} ;; *=*) envs+=("$kv") ;; *) die "variant $name: \"$kv\" is not VAR=value" ;; esac
+        done
+        env ${envs[@]+"${envs[@]}"} TP_TRANSPORTS=tcp "$build/tprun" -n "$ranks" "$build/tp-bench" "${args[@]}" \
+            >"$work/one.jsonl" 2>"$work/one.err" ||
+            die "variant $name failed in round $round (status $?): $(tail -n 3 "$work/one.err")"
+        sed "s/\"impl\":\"tprun\"/\"impl\":\"$name\",\"round\":$round/" "$work/one.jsonl" >>"$results"
+    done
+    mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include lo \
+        -n "$ranks" "$work/ompi_bench" --impl ompi-tcp "${args[@]}" 2>"$work/one.err" |
+        sed "s/\"impl\":\"ompi-tcp\"/\"impl\":\"ompi-tcp\",\"round\":$round/" >>"$results" ||
+        die "Open MPI failed in round $round: $(tail -n 3 "$work/one.err")"
+    echo "tcp_bench.sh: round $round of $rounds done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+[ -z "$json_out" ] || cp "$results" "$json_out"
+python3 - "$results" "$stat" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+p50 = {(r["impl"], r["op"], r["bytes"], r["round"]): r[sys.argv[2] + "_us"] for r in rows}
+impls = list(dict.fromkeys(r["impl"] for r in rows if r["impl"] != "ompi-tcp"))
+rounds = sorted({r["round"] for r in rows})
+def size(b):
+    return "%g MiB" % (b / 1048576) if b >= 1048576 else "%g KiB" % (b / 1024) if b >= 1024 else "%d B" % b
+print("%s per call, us\n" % sys.argv[2])
+print("| op | size | impl | %s | median ratio | max ratio |" % " | ".join("round %d: ours / ompi-tcp (ratio)" % r for r in rounds))
+print("|---|---:|---|%s---:|---:|" % ("---|" * len(rounds)))
+for op, b in dict.fromkeys((r["op"], r["bytes"]) for r in rows):
+    for impl in impls:
+        cells, ratios = [], []
+        for r in rounds:
+            a, o = p50.get((impl, op, b, r)), p50.get(("ompi-tcp", op, b, r))
+            if a is None or o is None:
+                cells.append("-")
+                continue
+            ratios.append(a / o)
+            cells.append("%.1f / %.1f (%.2f)" % (a, o, a / o))
+        med = "%.2f" % statistics.median(ratios) if ratios else "-"
+        mx = "%.2f" % max(ratios) if ratios else "-"
+        print("| %s | %s | %s | %s | %s | %s |" % (op, size(b), impl, " | ".join(cells), med, mx))
+PY
