@@ -183,6 +183,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     p->use = 1;
     uint64_t one = 1;
     atomic_store(&p->out->attached, 1);
+    tp_log(TP_LOG_DEBUG, "shm", "rank %d: connected (its segment mapped)", r);
     if (write(p->eventfd, &one, sizeof(one)) < 0) { /* full: the peer is awake anyway */
     }
     return TP_OK;

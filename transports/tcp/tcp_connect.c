@@ -117,9 +117,10 @@ static void report_connected(tcp_state_t *st, int peer, int fd)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     char local[96], remote[96];
-    if (st->env.connected == NULL) return;
     tp_sockaddr_string(fd, 0, local, sizeof(local));
     tp_sockaddr_string(fd, 1, remote, sizeof(remote));
+    tp_log(TP_LOG_DEBUG, "tcp", "rank %d: connected (%s here, %s there)", peer, local, remote);
+    if (st->env.connected == NULL) return;
     pthread_mutex_lock(&lock);
     st->env.connected(st->env.connected_ctx, peer, local, remote);
     pthread_mutex_unlock(&lock);
@@ -233,27 +234,28 @@ again:
     snprintf(name, sizeof(name), "rank %d (tcp %.95s)", peer, list[i - 1]);
     tp_status_t s =
         tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size), deadline, name);
-    int admitted = s == TP_OK ? await_admission(fd, deadline) : 0;
-    if (s == TP_OK && admitted < 0) {
-        tp_log(TP_LOG_ERROR, "tcp", "%s: authenticated but not admitted within %.0f s (TP_BOOT_TIMEOUT)", name,
-               st->env.connect_timeout_s);
-        s = TP_ERR_BOOTSTRAP;
-    }
-    if ((s == TP_ERR_PEER_FAILED || (s == TP_OK && admitted == 0)) && tp_now_ns() < deadline) {
-        /* closed in or right after the handshake: the listener drops what has not proved the key in time */
+    int admitted = s == TP_OK ? await_admission(fd, deadline) : 0, closed = s == TP_ERR_PEER_FAILED;
+    const char *what = NULL;
+    if (s == TP_OK && admitted == 0) what = "closed the connection after the handshake instead of admitting it";
+    else if (s == TP_OK && admitted < 0) what = "did not admit the connection after the handshake";
+    else if (closed) what = "closed the connection in the handshake";
+    else if (s == TP_ERR_BOOTSTRAP) what = "did not answer the handshake";
+    closed |= s == TP_OK && admitted == 0;
+    if (closed && tp_now_ns() < deadline) {
+        /* the listener drops what has not proved the key in time (this rank was slow): dial again */
         struct timespec pace = {0, 10000000}; /* retry pacing, not synchronization */
         close(fd);
         dropped++;
-        tp_log(TP_LOG_DEBUG, "tcp", "%s closed the connection %s; dialing again", name,
-               s == TP_OK ? "before admitting it" : "in the handshake");
+        tp_log(TP_LOG_DEBUG, "tcp", "%s %s; dialing again", name, what);
         nanosleep(&pace, NULL);
         goto again;
     }
-    if (s == TP_OK && admitted == 0) {
-        tp_log(TP_LOG_ERROR, "tcp",
-               "%s: closed the connection after the handshake %d times by the %.0f s deadline "
-               "(its log says why it refused this rank)",
-               name, dropped + 1, st->env.connect_timeout_s);
+    if (what != NULL) { /* a protocol error was logged by the handshake, naming the peer */
+        char after[96] = "";
+        if (dropped > 0)
+            snprintf(after, sizeof(after), " (after %d connections closed in or after the handshake)", dropped);
+        tp_log(TP_LOG_ERROR, "tcp", "%s %s by the %.0f s deadline (TP_BOOT_TIMEOUT)%s", name, what,
+               st->env.connect_timeout_s, after);
         s = TP_ERR_BOOTSTRAP;
     }
     if (s != TP_OK) {
