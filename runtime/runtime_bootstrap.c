@@ -397,12 +397,7 @@ static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
     for (;;) {
         tp_read_result_t r = tp_msg_reader_step(rd, w->boot_fd, why, sizeof(why));
         if (r == TP_READ_MSG) return TP_OK;
-        if (r == TP_READ_EOF) {
-            tp_log(TP_LOG_ERROR, "boot",
-                   "rank 0 closed the bootstrap connection before sending the table "
-                   "(rank 0 failed; its own message says why)");
-            return TP_ERR_BOOTSTRAP;
-        }
+        if (r == TP_READ_EOF) return TP_ERR_PEER_FAILED; /* the caller checks in again, or says so */
         if (r == TP_READ_ERROR) {
             tp_log(TP_LOG_ERROR, "boot", "bad message from rank 0: %s", why);
             return TP_ERR_PROTOCOL;
@@ -428,10 +423,7 @@ static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
 static tp_status_t join_exchange(tp_world_t *w, const char *record, size_t len)
 {
     int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
-    if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) {
-        tp_log(TP_LOG_ERROR, "boot", "rank 0 closed the bootstrap connection while this rank checked in");
-        return TP_ERR_BOOTSTRAP;
-    }
+    if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) return TP_ERR_PEER_FAILED;
     tp_msg_reader_t rd;
     tp_msg_reader_init(&rd, (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX);
     tp_status_t s = join_wait_table(w, &rd);
@@ -504,7 +496,24 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
         for (int r = 0; checkins && r < w->size; r++) tp_checkin_free(&checkins[r]);
         free(checkins);
     } else {
-        s = join_exchange(w, record, (size_t)n);
+        /* Rank 0 drops a handshake it could not read by its deadline (it, or this rank, did not run in time): a
+         * connection closed before the table checks in again while rank 0 still listens. */
+        for (int again = 0; (s = join_exchange(w, record, (size_t)n)) == TP_ERR_PEER_FAILED && again < 3; again++) {
+            tp_log(TP_LOG_DEBUG, "boot", "rank 0 closed the bootstrap connection before the table; checking in again");
+            close(w->boot_fd);
+            w->boot_fd = -1;
+            double timeout = w->boot_timeout_s;
+            w->boot_timeout_s = timeout < 10 ? timeout : 10; /* a live rank 0 answers at once; a dead one never */
+            tp_status_t c = tp_boot_connect(w);
+            w->boot_timeout_s = timeout;
+            if (c != TP_OK) break;
+        }
+        if (s == TP_ERR_PEER_FAILED) {
+            tp_log(TP_LOG_ERROR, "boot",
+                   "rank 0 closed the bootstrap connection before sending the table, and did not take this rank's "
+                   "check-in again (rank 0 failed; its own message says why)");
+            s = TP_ERR_BOOTSTRAP;
+        }
         w->fate_fds[0] = w->boot_fd;
     }
     free(record);

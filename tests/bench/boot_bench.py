@@ -43,6 +43,7 @@ def main():
         for n in ns:
             for c, f in cols:
                 ms, rc, out = run(f(n))
+                print(f"round {r + 1} N={n} {c}: {ms:.0f} ms, status {rc}", file=sys.stderr, flush=True)
                 (times if rc == 0 else fails)[(c, n)].append(ms if rc == 0 else out.strip().splitlines()[-3:])
         if a.first:
             ms, rc, out = run([f"{b}/tprun", "-n", str(a.first), f"{b}/tests/bench/bench_rank", "first"])
