@@ -156,6 +156,10 @@ typedef struct tp_transport_env {
      * the runtime's interface report and NCCL_SOCKET_IFNAME come from it. NULL: nobody listens. */
     void (*connected)(void *ctx, int peer, const char *local, const char *remote);
     void *connected_ctx;
+    /* TP_CONNECT=lazy (the default): connect may return before any connection is made, and post may then name a peer
+     * not yet connected; the transport connects it then (the two ends agree who dials) and moves the transfer once it
+     * is. 0 (eager): connect returns with every connection made. A transport may always connect eagerly. */
+    int connect_lazy;
 } tp_transport_env_t;
 
 /* What a transport sees of one peer when it decides whether and how to reach it. */
@@ -233,7 +237,8 @@ typedef struct tp_transport_ops {
     /* Per-pair connection data (verbs: a QP number and PSN per peer), exchanged through the bootstrap before
      * connect; writes at most *len bytes for peer and sets *len. Only asked for peers it was chosen for. */
     tp_status_t (*pair_info)(void *state, const tp_peer_view_t *peer, void *data, size_t *len);
-    /* Connects to every peer with peers[p].use set (with what each peer wrote this rank in pair_info); blocks. */
+    /* Connects to every peer with peers[p].use set (with what each peer wrote this rank in pair_info); blocks. With
+     * env->connect_lazy it may instead keep what it needs and connect each peer when post first names it. */
     tp_status_t (*connect)(void *state, const tp_transport_peer_t *peers);
     /* Queues a transfer; nothing moves until progress. */
     tp_status_t (*post)(void *state, tp_xfer_t *xfer);

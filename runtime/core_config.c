@@ -76,6 +76,14 @@ static tp_status_t check_errors(const char *text, char *err, size_t err_len)
     return TP_ERR_INVALID;
 }
 
+static tp_status_t check_connect(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (strcmp(text, "lazy") == 0 || strcmp(text, "eager") == 0) return TP_OK;
+    snprintf(err, err_len, "TP_CONNECT: expected lazy or eager, got \"%s\"", tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
+
 const tp_config_entry_t tp_core_config[] = {
     /* The world contract a launcher gives each rank. */
     {"TP_RANK", "rank", TP_CONFIG_INT, TP_CONFIG_LAUNCHER, NULL, "this rank's index in the world (0-based)", NULL},
@@ -124,6 +132,10 @@ const tp_config_entry_t tp_core_config[] = {
     {"TP_TRANSPORTS", "transports", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "",
      "transports to use, comma-separated in order, or ^name to exclude; empty means all (tprun --info lists the components)",
      check_transports},
+    {"TP_CONNECT", "connect", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "lazy",
+     "lazy: a transport connects to a peer the first time a call needs it (tp_init only exchanges the records); "
+     "eager: every connection is made in tp_init",
+     check_connect},
     {"TP_SPIN_US", "spin_us", TP_CONFIG_INT, TP_CONFIG_USER, "50",
      "microseconds a waiting rank spins before it blocks in the kernel", NULL},
     {"TP_IFNAME", "ifname", TP_CONFIG_STRING, TP_CONFIG_USER, "",

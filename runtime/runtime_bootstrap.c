@@ -175,6 +175,8 @@ static int64_t root_expire(boot_conn_t *conns, int nconns, tp_refusals_t *refuse
     for (int i = 0; i < nconns; i++) {
         if (conns[i].fd < 0 || conns[i].state != CONN_AUTH || !tp_auth_accept_expired(&conns[i].auth, now, &next))
             continue;
+        struct pollfd q = {.fd = conns[i].fd, .events = POLLIN};
+        if (poll(&q, 1, 0) == 1) continue; /* its proof came while this loop did not run: read before dropping it */
         tp_refusals_note(refused, TP_REFUSED_LATE, conns[i].name, "%s", "");
         conn_close(&conns[i]);
     }
@@ -277,6 +279,10 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
     int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
     for (int i = 0; i < nconns; i++) {
         if (conns[i].fd < 0 || conns[i].state != CONN_IN) continue;
+        /* room for the whole table: a rank that is slow to read it does not hold up the others' (and fate's start,
+         * whose heartbeats the first ranks served already count on) */
+        int room = used + 65536 < (size_t)INT32_MAX ? (int)used + 65536 : INT32_MAX;
+        setsockopt(conns[i].fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof(room));
         if (tp_wire_send_msg(conns[i].fd, TP_MSG_TABLE, table, used, deadline) != TP_OK) {
             tp_log(TP_LOG_ERROR, "boot", "rank %d (host %s) closed its connection before the table reached it",
                    conns[i].rank, checkins[conns[i].rank].record.host);
@@ -362,7 +368,11 @@ static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
         for (int r = 0; r < w->size; r++) w->peers[r] = checkins[r].record;
         tp_records_derive_locality(w->peers, w->size);
         for (int r = 0; r < w->size; r++) checkins[r].record = w->peers[r];
+        int64_t in_at = tp_now_ns();
         s = root_send_table(w, conns, nconns, checkins);
+        /* where the bootstrap's time goes: waiting for ranks to start, or this loop */
+        tp_log(TP_LOG_DEBUG, "boot", "%d ranks checked in %.3f s after rank 0 listened; tables sent in %.3f s",
+               w->size, (double)(in_at - start) / 1e9, (double)(tp_now_ns() - in_at) / 1e9);
     } else {
         tp_log(TP_LOG_ERROR, "boot", "%s", msg);
         root_broadcast_error(conns, nconns, s, msg);
@@ -387,12 +397,7 @@ static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
     for (;;) {
         tp_read_result_t r = tp_msg_reader_step(rd, w->boot_fd, why, sizeof(why));
         if (r == TP_READ_MSG) return TP_OK;
-        if (r == TP_READ_EOF) {
-            tp_log(TP_LOG_ERROR, "boot",
-                   "rank 0 closed the bootstrap connection before sending the table "
-                   "(rank 0 failed; its own message says why)");
-            return TP_ERR_BOOTSTRAP;
-        }
+        if (r == TP_READ_EOF) return TP_ERR_PEER_FAILED; /* the caller checks in again, or says so */
         if (r == TP_READ_ERROR) {
             tp_log(TP_LOG_ERROR, "boot", "bad message from rank 0: %s", why);
             return TP_ERR_PROTOCOL;
@@ -418,10 +423,7 @@ static tp_status_t join_wait_table(tp_world_t *w, tp_msg_reader_t *rd)
 static tp_status_t join_exchange(tp_world_t *w, const char *record, size_t len)
 {
     int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
-    if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) {
-        tp_log(TP_LOG_ERROR, "boot", "rank 0 closed the bootstrap connection while this rank checked in");
-        return TP_ERR_BOOTSTRAP;
-    }
+    if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) return TP_ERR_PEER_FAILED;
     tp_msg_reader_t rd;
     tp_msg_reader_init(&rd, (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX);
     tp_status_t s = join_wait_table(w, &rd);
@@ -494,7 +496,24 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
         for (int r = 0; checkins && r < w->size; r++) tp_checkin_free(&checkins[r]);
         free(checkins);
     } else {
-        s = join_exchange(w, record, (size_t)n);
+        /* Rank 0 drops a handshake it could not read by its deadline (it, or this rank, did not run in time): a
+         * connection closed before the table checks in again while rank 0 still listens. */
+        for (int again = 0; (s = join_exchange(w, record, (size_t)n)) == TP_ERR_PEER_FAILED && again < 3; again++) {
+            tp_log(TP_LOG_DEBUG, "boot", "rank 0 closed the bootstrap connection before the table; checking in again");
+            close(w->boot_fd);
+            w->boot_fd = -1;
+            double timeout = w->boot_timeout_s;
+            w->boot_timeout_s = timeout < 10 ? timeout : 10; /* a live rank 0 answers at once; a dead one never */
+            tp_status_t c = tp_boot_connect(w);
+            w->boot_timeout_s = timeout;
+            if (c != TP_OK) break;
+        }
+        if (s == TP_ERR_PEER_FAILED) {
+            tp_log(TP_LOG_ERROR, "boot",
+                   "rank 0 closed the bootstrap connection before sending the table, and did not take this rank's "
+                   "check-in again (rank 0 failed; its own message says why)");
+            s = TP_ERR_BOOTSTRAP;
+        }
         w->fate_fds[0] = w->boot_fd;
     }
     free(record);

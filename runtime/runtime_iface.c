@@ -298,9 +298,10 @@ void tp_iface_finish(tp_world_t *w, const char *(*transport_of)(const tp_world_t
         if (strstr(have, key) == NULL && ulen < sizeof(used))
             ulen += (size_t)snprintf(used + ulen, sizeof(used) - ulen, "%s%s", ulen ? "," : "", name);
         if (rep)
-            report(w, "rank %d (host %s): %s %s %s %s (%s; the TCP connect on it succeeded)", p, w->peers[p].host, name,
-                   l->local_ip, p < w->rank ? "->" : "<-", l->peer_ip,
-                   l->shared ? "a /24 both share" : "routed: no /24 shared");
+            report(w, "rank %d (host %s): %s %s %s %s (%s; %s)", p, w->peers[p].host, name, l->local_ip,
+                   p < w->rank ? "->" : "<-", l->peer_ip, l->shared ? "a /24 both share" : "routed: no /24 shared",
+                   strcmp(tp_config_value("TP_CONNECT"), "eager") == 0 ? "the TCP connect on it succeeded"
+                                                                       : "the first address dialed on first use");
     }
     if (rep) {
         tp_iface_t rejected[TP_IFACES_MAX], all[TP_IFACES_MAX];

@@ -1,6 +1,7 @@
 /* runtime_transports.c: the registered transports in the list's order; per peer, the one that reaches it best wins. */
 #include "runtime_transports.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <poll.h>
@@ -8,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "runtime_components.h"
+#include "runtime_config.h"
 #include "runtime_iface.h"
 #include "runtime_pairs.h"
 #include "runtime_record.h"
@@ -219,7 +222,8 @@ tp_status_t tp_transports_open(tp_world_t *w)
                               .ip = w->advertise_ip,
                               .on_loopback = loopback,
                               .connected = tp_iface_connected,
-                              .connected_ctx = w};
+                              .connected_ctx = w,
+                              .connect_lazy = strcmp(tp_config_value("TP_CONNECT"), "eager") != 0};
     for (int k = 0; k < n; k++) {
         const tp_transport_ops_t *ops = all[order[k]];
         const char *why = ops_invalid(ops);
@@ -378,12 +382,34 @@ tp_status_t tp_transports_exchange(tp_world_t *w)
     return TP_OK;
 }
 
+/* On demand, the interface report and NCCL_SOCKET_IFNAME cannot wait for a first call: the first address to dial
+ * and the local address the kernel routes it from (a UDP connect sends nothing) stand for the connection. */
+static void iface_predict(tp_world_t *w, int p, const char *dial)
+{
+    char first[96], ip[64], local[96];
+    size_t n = strcspn(dial, ",");
+    const char *colon = memchr(dial, ':', n);
+    if (n >= sizeof(first) || colon == NULL || (size_t)(colon - dial) >= sizeof(ip)) return;
+    snprintf(first, sizeof(first), "%.*s", (int)n, dial);
+    snprintf(ip, sizeof(ip), "%.*s", (int)(colon - dial), dial);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1) return;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+        tp_sockaddr_string(fd, 0, local, sizeof(local));
+        tp_iface_connected(w, p, local, first);
+    }
+    close(fd);
+}
+
 tp_status_t tp_transports_connect(tp_world_t *w)
 {
     tp_transports_t *t = w->transport_state;
     tp_transport_peer_t *peers = calloc((size_t)w->size, sizeof(*peers));
     char *dial = calloc((size_t)w->size, TP_ADDRS_MAX);
     tp_status_t s = TP_OK;
+    int lazy = strcmp(tp_config_value("TP_CONNECT"), "eager") != 0;
     if (peers == NULL || dial == NULL) {
         s = TP_ERR_NO_MEMORY;
         goto out;
@@ -402,6 +428,7 @@ tp_status_t tp_transports_connect(tp_world_t *w)
                 snprintf(d, TP_ADDRS_MAX, "%s", t->addrs[p]);
                 tp_iface_choose(w, p, d, TP_ADDRS_MAX);
                 peers[p].dial = d;
+                if (lazy && !t->views[p].same_host) iface_predict(w, p, d);
             }
         }
         if ((s = t->ops[k]->connect(t->state[k], peers)) != TP_OK) goto out;

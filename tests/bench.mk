@@ -23,7 +23,8 @@ tests_bench_pmix_fence_LDADD = $(TP_PMIX_LIBS)
 endif
 EXTRA_DIST += tests/bench/pmix_fence.sh tests/bench/pmix_fence_hosts.sh tests/bench/launch_device.py
 EXTRA_DIST += tests/bench/mpi_hello.c tests/bench/mpi_spin.c tests/bench/launch.sh tests/bench/failfast.sh \
-	tests/bench/launch_table.py tests/bench/failfast_table.py tests/bench/machine.sh
+	tests/bench/launch_table.py tests/bench/failfast_table.py tests/bench/machine.sh \
+	tests/bench/boot_bench.py
 
 # The peers' programs, built with each MPI's own compiler wrapper.
 MPICC_OMPI = mpicc.openmpi

@@ -27,8 +27,8 @@ tests_coll_fault_LDFLAGS = -no-install -Wl,--wrap=sendmsg
 tests_coll_intruder_SOURCES = tests/coll_intruder.c
 tests_coll_intruder_LDADD = libtp.la
 tests_coll_intruder_LDFLAGS = -no-install
-TESTS += tests/coll_unit tests/device_unit tests/stream_unit tests/stream_drivers.sh tests/gpu/cuda_device tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
-EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh
+TESTS += tests/coll_unit tests/device_unit tests/stream_unit tests/stream_drivers.sh tests/gpu/cuda_device tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh tests/coll_connect.sh
+EXTRA_DIST += tests/coll_check.sh tests/coll_fault.sh tests/coll_mlp.sh tests/coll_intruders.sh tests/coll_connect.sh
 # Every collective and send/recv case over every registered transport (tests/coll_check --conformance).
 TESTS += tests/conformance.sh
 EXTRA_DIST += tests/conformance.sh

@@ -153,6 +153,14 @@ int main(int argc, char **argv)
         } else if (me == 0) {
             bad = expect(me, mode, tp_barrier(w), TP_ERR_PROTOCOL);
         }
+    } else if (strcmp(mode, "pair") == 0) { /* ranks 0 and 1 exchange; the others make no call */
+        if (me < 2) bad = expect(me, mode, tp_exchange(w, a, b, 4, TP_F32, 1 - me, NULL), TP_OK);
+    } else if (strcmp(mode, "dead-peer") == 0) { /* rank 1 ends before any call: the others' first call names it */
+        if (me == 1) _exit(3);
+        signal(SIGTERM, SIG_IGN); /* tprun's teardown must not end a survivor before its own call fails */
+        tp_status_t s = tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
+        printf("rank %d: dead-peer: %s: %s\n", me, tp_status_string(s), tp_last_error());
+        bad = s != TP_ERR_PEER_FAILED;
     } else if (strcmp(mode, "stream") == 0) { /* every call refuses a made-up stream by name; the comm stays usable */
         tp_stream_t *st = (tp_stream_t *)a;
         int peer = (me + 1) % n;

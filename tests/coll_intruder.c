@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,10 @@ static int intrude(int port, const char *how, const uint8_t job_key[TP_JOB_KEY_B
         /* wrongkey: another job's key; bootkind: this job's, as a bootstrap client; lowrank: rank 0, which rank 1
          * dials itself; badrank: a rank the job does not have; rank2, rank2r: the real rank 2's two connections
          * (the one it sends on, the one it reads: rank + size) */
-        int rank = strcmp(how, "lowrank") == 0 ? 0 : strcmp(how, "badrank") == 0 ? 1000 : strcmp(how, "rank2r") == 0 ? 5 : 2;
+        int rank = strcmp(how, "lowrank") == 0   ? 0
+                   : strcmp(how, "badrank") == 0 ? 1000
+                   : strcmp(how, "rank2r") == 0  ? 5
+                                                 : 2;
         tp_conn_kind_t kind = strcmp(how, "bootkind") == 0 ? TP_CONN_BOOT : TP_CONN_TCP;
         tp_status_t s = tp_auth_connect(fd, key, kind, rank, deadline, "the tcp listener");
         printf("coll_intruder: %s: handshake %s\n", how, s == TP_OK ? "accepted" : "refused");
@@ -200,13 +204,85 @@ static int burst_test(void)
     return s == TP_OK && in == 2 * (BURST_SIZE - 1) && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+/* The fake rank 0 of dropped_test: authenticates each dial and closes the first (always: every) one instead of
+ * admitting it, as a listener drops a handshake it held past its deadline; returns once two are admitted. */
+static int fake_listener(int lfd, const uint8_t key[TP_JOB_KEY_BYTES], int always)
+{
+    int handshakes = 0, admitted = 0;
+    while (admitted < 2) {
+        struct pollfd p = {.fd = lfd, .events = POLLIN};
+        if (poll(&p, 1, 20000) != 1) return 3;
+        int fd = accept(lfd, NULL, NULL);
+        tp_auth_accept_t a;
+        tp_auth_accept_init(&a);
+        tp_auth_result_t r = TP_AUTH_MORE;
+        char why[160];
+        while (fd >= 0 && r == TP_AUTH_MORE) {
+            struct pollfd q = {.fd = fd, .events = POLLIN};
+            if (poll(&q, 1, 20000) != 1) return 4;
+            r = tp_auth_accept_step(&a, fd, key, TP_CONN_TCP, why, sizeof(why));
+        }
+        if (r != TP_AUTH_DONE) return 5;
+        if (always || ++handshakes == 1) { /* authenticated, then dropped before the admission byte */
+            close(fd);
+            continue;
+        }
+        char ok = 'A'; /* the transport's admission byte */
+        if (write(fd, &ok, 1) != 1) return 6;
+        admitted++; /* left open until the process exits */
+    }
+    printf("coll_intruder: dropped: %d handshakes for 2 connections\n", handshakes);
+    fflush(stdout);
+    return handshakes == 3 ? 0 : 1;
+}
+
+/*
+ * Rank 1 of 2 dials rank 0, a listener of the test's own that drops rank 1's first connection after the handshake
+ * (once: it must dial again and connect; always: it must fail by its timeout, saying what happened, in the calling
+ * thread). A dialer that took a dropped connection for a made one left its peer waiting for the whole boot timeout.
+ */
+static int dropped_test(int always)
+{
+    uint8_t key[TP_JOB_KEY_BYTES];
+    int port;
+    const tp_transport_ops_t *ops = tcp_ops();
+    void *state = open_tcp(ops, 1, 2, always ? 2 : 20, 23, key, &port);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (state == NULL || lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 8) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) != 0)
+        return 1;
+    pid_t child = fork();
+    if (child == 0) _exit(fake_listener(lfd, key, always));
+    close(lfd);
+    char dial[64];
+    snprintf(dial, sizeof(dial), "127.0.0.1:%d", ntohs(sa.sin_port));
+    tp_transport_peer_t peers[2] = {{.use = 1, .dial = dial}, {.use = 0}};
+    int64_t start = tp_now_ns();
+    tp_status_t s = ops->connect(state, peers);
+    double took = (double)(tp_now_ns() - start) / 1e9;
+    int status = 1;
+    if (always) kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    printf("coll_intruder: dropped %s: %s after %.2f s, %d directions connected: %s\n", always ? "always" : "once",
+           tp_status_string(s), took, connected[0], tp_last_error());
+    ops->close(state);
+    if (always) return s == TP_ERR_BOOTSTRAP && connected[0] == 0 && took < 10 ? 0 : 1;
+    return s == TP_OK && connected[0] == 2 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "self") == 0) return self_test();
     if (argc == 2 && strcmp(argv[1], "burst") == 0) return burst_test();
+    if (argc == 3 && strcmp(argv[1], "dropped") == 0) return dropped_test(strcmp(argv[2], "always") == 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coll_intruder self | burst | PORT garbage|wrongkey|bootkind|lowrank|badrank\n"
-                        "  (bootkind, lowrank and badrank authenticate with $TP_JOB_KEY)\n");
+        fprintf(
+            stderr,
+            "usage: coll_intruder self | burst | dropped once|always | PORT garbage|wrongkey|bootkind|lowrank|badrank\n"
+            "  (bootkind, lowrank and badrank authenticate with $TP_JOB_KEY)\n");
         return 2;
     }
     uint8_t key[TP_JOB_KEY_BYTES];

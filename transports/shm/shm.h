@@ -74,6 +74,7 @@ static inline size_t shm_ring_bytes(int n)
 /* One peer: its segment (where this rank writes), and this rank's view of both directions. */
 typedef struct shm_peer {
     int use;
+    char *address; /* chosen for this peer, connected on demand: its published address until then */
     size_t ring; /* bytes of each ring: a power of two */
     int pid;
     int pidfd;   /* readable once the peer has exited */
@@ -120,6 +121,9 @@ typedef struct shm_state {
 } shm_state_t;
 
 extern const tp_transport_ops_t tp_shm_ops;
+
+/* shm_connect.c: maps peer r's segment (connections on demand: the first post to r) */
+tp_status_t shm_connect_peer(shm_state_t *st, int r);
 
 /* shm_progress.c */
 tp_status_t shm_post(void *state, tp_xfer_t *x);

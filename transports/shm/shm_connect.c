@@ -64,6 +64,7 @@ static void shm_close_segment(void *state)
         if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
         if (p->pidfd >= 0) close(p->pidfd);
         if (p->eventfd >= 0) close(p->eventfd);
+        free(p->address);
     }
     if (st->seg != NULL) munmap(st->seg, st->seg_bytes);
     if (st->memfd >= 0) close(st->memfd);
@@ -97,7 +98,9 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
     what = "sealing the segment"; /* no peer can shrink it under this rank's mapping (SIGBUS) */
     if (fcntl(st->memfd, F_ADD_SEALS, SHM_SEALS) != 0) goto err;
     what = "mmap of the segment";
-    void *m = mmap(NULL, st->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, st->memfd, 0);
+    /* populated only when every peer maps it at once: on demand a ring's pages come when its sender first writes */
+    int populate = env->connect_lazy ? 0 : MAP_POPULATE;
+    void *m = mmap(NULL, st->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | populate, st->memfd, 0);
     if (m == MAP_FAILED) goto err;
     st->seg = m;
     what = "eventfd";
@@ -162,7 +165,8 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     errno = EINVAL;
     if (fstat(memfd, &s) != 0 || seals < 0 || (seals & SHM_SEALS) != SHM_SEALS || (size_t)s.st_size != want) goto err;
     what = "mmap of its segment";
-    void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
+    void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | (st->env.connect_lazy ? 0 : MAP_POPULATE), memfd,
+                   0);
     if (m == MAP_FAILED) goto err;
     p->seg = m;
     p->seg_bytes = want;
@@ -184,12 +188,20 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     shm_cma_probe(st, p, r); /* before attached: the peer's first send sees what this rank can read */
     uint64_t one = 1;
     atomic_store(&p->out->attached, 1);
+    tp_log(TP_LOG_DEBUG, "shm", "rank %d: connected (its segment mapped)", r);
     if (write(p->eventfd, &one, sizeof(one)) < 0) { /* full: the peer is awake anyway */
     }
     return TP_OK;
 err:
     saved = errno;
     if (memfd >= 0) close(memfd);
+    struct pollfd ended = {.fd = p->pidfd, .events = POLLIN};
+    if (saved == EBADF && p->pidfd >= 0 && poll(&ended, 1, 0) == 1) saved = ESRCH; /* a zombie has no fds left */
+    if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
+    if (p->pidfd >= 0) close(p->pidfd);
+    if (p->eventfd >= 0) close(p->eventfd);
+    p->seg = NULL;
+    p->pidfd = p->eventfd = -1; /* a later post tries again, or meets fate's verdict */
     if (saved == ESRCH) { /* it died after it published: a peer failure, which the job names */
         char why[96];
         snprintf(why, sizeof(why), "its process (pid %d) exited before shared memory was connected", id.pid);
@@ -246,9 +258,25 @@ static tp_status_t wait_attached(shm_state_t *st)
     return TP_OK;
 }
 
+tp_status_t shm_connect_peer(shm_state_t *st, int r)
+{
+    shm_peer_t *p = &st->peers[r];
+    if (p->address == NULL) return TP_ERR_INVALID; /* not a peer this transport was chosen for */
+    tp_status_t s = connect_peer(st, r, p->address);
+    if (s == TP_OK) {
+        free(p->address);
+        p->address = NULL;
+    }
+    return s;
+}
+
+/* On demand, keeps each peer's address for its first post (mapping needs nothing of the peer but its pid). */
 static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
 {
     shm_state_t *st = state;
+    for (int r = 0; st->env.connect_lazy && r < st->size; r++)
+        if (peers[r].use && (st->peers[r].address = strdup(peers[r].view->address)) == NULL) return TP_ERR_NO_MEMORY;
+    if (st->env.connect_lazy) return TP_OK;
     for (int r = 0; r < st->size; r++) {
         if (!peers[r].use) continue;
         tp_status_t s = connect_peer(st, r, peers[r].view->address);

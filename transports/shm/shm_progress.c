@@ -98,7 +98,8 @@ tp_status_t shm_post(void *state, tp_xfer_t *x)
 {
     shm_state_t *st = state;
     shm_peer_t *p = &st->peers[x->peer];
-    if (!p->use) return TP_ERR_INVALID;
+    tp_status_t s = p->use ? TP_OK : shm_connect_peer(st, x->peer); /* connections on demand */
+    if (s != TP_OK) return s;
     if (x->is_send ? p->send_broken != TP_OK : p->broken != TP_OK) return x->is_send ? p->send_broken : p->broken;
     x->done = 0;
     x->complete = 0;

@@ -42,16 +42,26 @@ typedef struct tcp_conn {
     int held;          /* a whole header waits at rx_start for a receive that matches it */
 } tcp_conn_t;
 
+#define TCP_ADMITTED 'A' /* the listener's one byte after a handshake: the connection is taken */
+
+typedef struct tcp_links tcp_links_t; /* tcp_connect.c: who is connected, the acceptor thread, the addresses to dial */
+
 typedef struct tcp_state {
     tp_transport_env_t env;
     uint8_t job_key[TP_JOB_KEY_BYTES];
     char advertise_ip[64];
     int listen_fd;
     tcp_conn_t *conns; /* by world rank */
+    tcp_links_t *links;
     int size;
 } tcp_state_t;
 
 extern const tp_transport_ops_t tp_tcp_ops;
+
+/* tcp_connect.c: a peer's connections on demand (post), what the acceptor admitted (progress), its wake fd */
+tp_status_t tcp_links_need(tcp_state_t *st, int peer);
+int tcp_links_take(tcp_state_t *st);
+int tcp_links_event_fd(const tcp_state_t *st);
 
 /* tcp_progress.c */
 tp_status_t tcp_post(void *state, tp_xfer_t *x);

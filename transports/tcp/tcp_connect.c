@@ -1,4 +1,5 @@
-/* tcp_connect.c: the listener, the full mesh (each rank dials lower ranks, accepts higher ones) and close. */
+/* tcp_connect.c: the listener, connections (each rank dials lower ranks, admits higher ones; on demand or all at
+ * once) and close. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -119,16 +120,17 @@ static void report_connected(tcp_state_t *st, int peer, int fd)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     char local[96], remote[96];
-    if (st->env.connected == NULL) return;
     tp_sockaddr_string(fd, 0, local, sizeof(local));
     tp_sockaddr_string(fd, 1, remote, sizeof(remote));
+    tp_log(TP_LOG_DEBUG, "tcp", "rank %d: connected (%s here, %s there)", peer, local, remote);
+    if (st->env.connected == NULL) return;
     pthread_mutex_lock(&lock);
     st->env.connected(st->env.connected_ctx, peer, local, remote);
     pthread_mutex_unlock(&lock);
 }
 
-/* One TCP connect to address by until (ns); the fd, or -1 with why set. */
-static int connect_one(const char *address, int64_t until, char *why, size_t why_len)
+/* One TCP connect to address by until (ns); the fd, or -1 with why set and *refused when nothing listens there. */
+static int connect_one(const char *address, int64_t until, char *why, size_t why_len, int *refused)
 {
     struct sockaddr_in sa;
     if (parse_address(address, &sa) != 0) {
@@ -157,21 +159,39 @@ static int connect_one(const char *address, int64_t until, char *why, size_t why
     }
     if (err != 0) {
         snprintf(why, why_len, "%s", strerror(err));
+        *refused = err == ECONNREFUSED;
         close(fd);
         return -1;
     }
     return fd;
 }
 
+/* Waits by deadline for the listener's admission byte: a connection it dropped or refused after the handshake is
+ * closed instead, and the dialer must not take it for a connection. 1 admitted, 0 closed, -1 no answer in time. */
+static int await_admission(int fd, int64_t deadline)
+{
+    for (;;) {
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+        if (n == 1) return b == TCP_ADMITTED;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 0;
+        int64_t left = (deadline - tp_now_ns()) / 1000000;
+        if (left <= 0) return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, left > 1000 ? 1000 : (int)left);
+    }
+}
+
 /*
  * Dials a lower rank for one direction, on each of its candidate addresses in turn (every one but the last gets
  * at most TCP_ATTEMPT_NS): the claimed rank says which direction (rank: this rank sends on it; rank + size: this
- * rank reads it).
+ * rank reads it). A connection the listener closes before admitting it (it held this rank's handshake past its
+ * deadline) is dialed again. Nothing listening is the peer's end: reported to fate, which names it.
  */
 static tp_status_t dial(tcp_state_t *st, int peer, const char *addresses, int64_t deadline, int is_send)
 {
     char list[TCP_CANDIDATES_MAX][96], why[TCP_CANDIDATES_MAX][128], name[160];
-    int n = 0;
+    int n = 0, dropped = 0, refused = 0;
 again:
     n = 0;
     for (const char *a = addresses; a != NULL && *a != '\0' && n < TCP_CANDIDATES_MAX; n++) {
@@ -179,23 +199,34 @@ again:
         snprintf(list[n], sizeof(list[n]), "%.*s", (int)(l < 95 ? l : 95), a);
         a = a[l] == ',' ? a + l + 1 : NULL;
     }
-    int first = st->conns[peer].first_candidate < n ? st->conns[peer].first_candidate : 0, fd = -1, i;
+    int first = st->conns[peer].first_candidate < n ? st->conns[peer].first_candidate : 0, fd = -1, i, nrefused = 0;
     for (i = first; i < n && fd < 0; i++) {
         int64_t until = deadline;
         if (i + 1 < n && until - tp_now_ns() > TCP_ATTEMPT_NS) until = tp_now_ns() + TCP_ATTEMPT_NS;
-        fd = connect_one(list[i], until, why[i], sizeof(why[i]));
+        refused = 0;
+        fd = connect_one(list[i], until, why[i], sizeof(why[i]), &refused);
+        nrefused += fd < 0 && refused;
         if (fd < 0 && tp_now_ns() >= deadline) {
             i++;
             break;
         }
+    }
+    if (fd < 0 && n > 0 && nrefused == i - first) { /* every address refused: the peer's listener is gone */
+        char reason[200];
+        snprintf(reason, sizeof(reason), "refused the tcp connection at %s (nothing listens: the process ended)",
+                 list[i - 1]);
+        tp_log(TP_LOG_DEBUG, "tcp", "rank %d %s", peer, reason);
+        tcp_conn_fail(st, &st->conns[peer], TP_ERR_PEER_FAILED, reason);
+        return TP_ERR_PEER_FAILED;
     }
     if (fd < 0) {
         char all[600] = "";
         size_t o = 0;
         for (int k = first; k < i && o < sizeof(all) - 1; k++)
             o += (size_t)snprintf(all + o, sizeof(all) - o, "%s%s: %s", k ? "; " : "", list[k], why[k]);
-        tp_log(TP_LOG_ERROR, "tcp", "rank %d: cannot connect (boot timeout %.0f s): %s", peer,
-               st->env.connect_timeout_s, n > 0 ? all : "no address");
+        tp_log(TP_LOG_ERROR, "tcp", "rank %d: cannot connect within %.0f s (TP_BOOT_TIMEOUT): %s%s", peer,
+               st->env.connect_timeout_s, n > 0 ? all : "no address",
+               dropped ? " (after its listener closed this rank's handshake)" : "");
         return TP_ERR_BOOTSTRAP;
     }
     st->conns[peer].first_candidate = i - 1;
@@ -206,13 +237,29 @@ again:
     snprintf(name, sizeof(name), "rank %d (tcp %.95s)", peer, list[i - 1]);
     tp_status_t s =
         tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size), deadline, name);
-    if (s == TP_ERR_PEER_FAILED && tp_now_ns() < deadline) {
-        /* closed in the handshake: a listener drops what has not proved the key in time (this rank was slow) */
+    int admitted = s == TP_OK ? await_admission(fd, deadline) : 0, closed = s == TP_ERR_PEER_FAILED;
+    const char *what = NULL;
+    if (s == TP_OK && admitted == 0) what = "closed the connection after the handshake instead of admitting it";
+    else if (s == TP_OK && admitted < 0) what = "did not admit the connection after the handshake";
+    else if (closed) what = "closed the connection in the handshake";
+    else if (s == TP_ERR_BOOTSTRAP) what = "did not answer the handshake";
+    closed |= s == TP_OK && admitted == 0;
+    if (closed && tp_now_ns() < deadline) {
+        /* the listener drops what has not proved the key in time (this rank was slow): dial again */
         struct timespec pace = {0, 10000000}; /* retry pacing, not synchronization */
         close(fd);
-        tp_log(TP_LOG_DEBUG, "tcp", "%s closed the connection in the handshake; dialing again", name);
+        dropped++;
+        tp_log(TP_LOG_DEBUG, "tcp", "%s %s; dialing again", name, what);
         nanosleep(&pace, NULL);
         goto again;
+    }
+    if (what != NULL) { /* a protocol error was logged by the handshake, naming the peer */
+        char after[96] = "";
+        if (dropped > 0)
+            snprintf(after, sizeof(after), " (after %d connections closed in or after the handshake)", dropped);
+        tp_log(TP_LOG_ERROR, "tcp", "%s %s by the %.0f s deadline (TP_BOOT_TIMEOUT)%s", name, what,
+               st->env.connect_timeout_s, after);
+        s = TP_ERR_BOOTSTRAP;
     }
     if (s != TP_OK) {
         close(fd);
@@ -222,10 +269,31 @@ again:
     return conn_ready(st, peer, fd, is_send);
 }
 
+/* ---- the acceptor: a thread that admits higher ranks' connections for as long as the transport may need them ---- */
+
 typedef struct pending {
     int fd;
     tp_auth_accept_t auth;
 } pending_t;
+
+typedef struct admitted {
+    int rank, reads, fd;
+} admitted_t;
+
+struct tcp_links {
+    int lazy;    /* connect on first use (TP_CONNECT=lazy) */
+    int *use;    /* by rank: this transport was chosen for the peer */
+    char **dial; /* by rank: the addresses to dial (lower ranks) */
+    int running; /* the acceptor thread runs */
+    pthread_t thread;
+    int stop_fd;  /* eventfd: the acceptor ends */
+    int ready_fd; /* eventfd: the acceptor admitted a connection (a waiting call wakes) */
+    pthread_mutex_t lock;
+    admitted_t *ready; /* admitted, not yet taken by the data path */
+    int nready;
+    uint8_t *taken;  /* acceptor only: by rank, bit 1 the direction the dialer reads, bit 2 the one it sends on */
+    char error[512]; /* why the acceptor ended early: logged by the thread that waits on it */
+};
 
 static void drop_pending(pending_t *p, int *n, int i)
 {
@@ -233,24 +301,33 @@ static void drop_pending(pending_t *p, int *n, int i)
     p[i] = p[--*n];
 }
 
-/* One authenticated client: keeps it if it claims a direction of a rank we still wait for, else refuses it by name. */
-static tp_status_t admit(tcp_state_t *st, const int *use, int fd, int claim, int *missing, tp_refusals_t *refused)
+/* One authenticated client: admits it if it claims a direction of a higher rank not yet admitted, else refuses it. */
+static void admit(tcp_state_t *st, int fd, int claim, tp_refusals_t *refused)
 {
+    tcp_links_t *l = st->links;
     char from[96];
     tp_sockaddr_string(fd, 1, from, sizeof(from));
     int reads = claim >= st->size && claim < 2 * st->size; /* the dialer reads it: this rank sends on it */
-    int rank = reads ? claim - st->size : claim;
-    int known = rank >= 0 && rank < st->size, taken = known && (reads ? st->conns[rank].sfd : st->conns[rank].fd) >= 0;
-    if (rank <= st->env.rank || rank >= st->size || !use[rank] || taken) {
+    int rank = reads ? claim - st->size : claim, bit = reads ? 2 : 1;
+    int taken = rank >= 0 && rank < st->size && (l->taken[rank] & bit);
+    if (rank <= st->env.rank || rank >= st->size || !l->use[rank] || taken) {
         tp_refusals_note(refused, TP_REFUSED_BAD, from, "refused a connection from %s claiming rank %d: %s", from, rank,
                          taken ? "that rank is already connected" : "not a rank that dials this one");
         close(fd);
-        return TP_OK;
+        return;
     }
-    report_connected(st, rank, fd);
-    tp_status_t s = conn_ready(st, rank, fd, reads);
-    if (s == TP_OK) (*missing)--;
-    return s;
+    char ok = TCP_ADMITTED;
+    if (send(fd, &ok, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) { /* it left already: it dials again if it lives */
+        close(fd);
+        return;
+    }
+    l->taken[rank] |= (uint8_t)bit;
+    uint64_t one = 1;
+    pthread_mutex_lock(&l->lock);
+    l->ready[l->nready++] = (admitted_t){.rank = rank, .reads = reads, .fd = fd};
+    pthread_mutex_unlock(&l->lock);
+    if (write(l->ready_fd, &one, sizeof(one)) < 0) { /* the counter is already set */
+    }
 }
 
 /* Drops the handshakes past their deadline; returns the earliest deadline of the others (INT64_MAX when none). */
@@ -267,55 +344,45 @@ static int64_t expire_pending(pending_t *pend, int *npend, tp_refusals_t *refuse
     return next;
 }
 
-/* Accepts the higher ranks' connections until all are in, the deadline, or stop_fd becomes readable (the dials
- * failed: the job is over and the failure already named). Handshakes in flight have room for every connection
- * still expected and TCP_PENDING_EXTRA strays; beyond that, connections wait in the kernel's queue until a stray
- * passes its deadline, so a real peer mid-handshake never gives way. */
-static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadline, int stop_fd)
+/*
+ * Admits the higher ranks' connections until stop_fd becomes readable. Handshakes in flight have room for every
+ * higher rank's two connections and TCP_PENDING_EXTRA strays; beyond that, connections wait in the kernel's queue
+ * until a stray passes its deadline, so a real peer mid-handshake never gives way. What arrived is read before
+ * deadlines are checked: a rank whose proof waits in the socket while this thread did not run is not dropped.
+ */
+static void *acceptor_main(void *arg)
 {
-    int missing = 0;
-    for (int r = st->env.rank + 1; r < st->size; r++)
-        missing += use[r] ? (st->conns[r].fd < 0) + (st->conns[r].sfd < 0) : 0;
-    int cap = missing + TCP_PENDING_EXTRA, npend = 0;
+    tcp_state_t *st = arg;
+    tcp_links_t *l = st->links;
+    int higher = 0;
+    for (int r = st->env.rank + 1; r < st->size; r++) higher += l->use[r];
+    int cap = 2 * higher + TCP_PENDING_EXTRA, npend = 0;
     pending_t *pend = malloc((size_t)cap * sizeof(*pend));
     struct pollfd *pfd = malloc(((size_t)cap + 2) * sizeof(*pfd));
     tp_refusals_t refused = {.subsys = "tcp"};
-    int64_t next_report = tp_now_ns() + TCP_REPORT_NS;
-    tp_status_t s = pend == NULL || pfd == NULL ? TP_ERR_NO_MEMORY : TP_OK;
-    while (missing > 0 && s == TP_OK) {
-        int64_t now = tp_now_ns(), left = (deadline - now) / 1000000;
-        if (left <= 0) {
-            char list[256] = "";
-            size_t off = 0;
-            for (int r = st->env.rank + 1; r < st->size && off < sizeof(list) - 12; r++)
-                if (use[r] && (st->conns[r].fd < 0 || st->conns[r].sfd < 0))
-                    off += (size_t)snprintf(list + off, sizeof(list) - off, " %d", r);
-            tp_log(TP_LOG_ERROR, "tcp", "ranks%s did not connect within the %.0f s boot timeout", list,
-                   st->env.connect_timeout_s);
-            s = TP_ERR_BOOTSTRAP;
-            break;
-        }
+    int64_t next_report = tp_now_ns() + TCP_REPORT_NS, next_expiry = INT64_MAX;
+    if (pend == NULL || pfd == NULL) {
+        snprintf(l->error, sizeof(l->error), "out of memory for %d connections' handshakes", cap);
+        goto out;
+    }
+    for (;;) {
+        int64_t now = tp_now_ns(), wait_ms = 1000;
         if (now >= next_report) {
             tp_refusals_report(&refused);
             next_report = now + TCP_REPORT_NS;
         }
-        int64_t expiry = expire_pending(pend, &npend, &refused), wait_ms = left > 1000 ? 1000 : left;
-        if (expiry != INT64_MAX && (expiry - now + 999999) / 1000000 < wait_ms)
-            wait_ms = (expiry - now + 999999) / 1000000;
-        int room = npend < missing + TCP_PENDING_EXTRA;
-        pfd[0] = (struct pollfd){.fd = room ? st->listen_fd : -1, .events = POLLIN};
+        if (next_expiry != INT64_MAX && (next_expiry - now + 999999) / 1000000 < wait_ms)
+            wait_ms = (next_expiry - now + 999999) / 1000000;
+        pfd[0] = (struct pollfd){.fd = npend < cap ? st->listen_fd : -1, .events = POLLIN};
         for (int i = 0; i < npend; i++) pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
-        pfd[npend + 1] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
+        pfd[npend + 1] = (struct pollfd){.fd = l->stop_fd, .events = POLLIN};
         int n = poll(pfd, (nfds_t)npend + 2, wait_ms > 0 ? (int)wait_ms : 0);
-        if (pfd[npend + 1].revents) {
-            s = TP_ERR_BOOTSTRAP;
-            break;
-        }
+        if (pfd[npend + 1].revents) break;
         if (n < 0 && errno != EINTR) {
-            s = TP_ERR_SYSTEM;
+            snprintf(l->error, sizeof(l->error), "poll on the listener failed: %s", strerror(errno));
             break;
         }
-        for (int i = npend - 1; i >= 0 && s == TP_OK; i--) {
+        for (int i = npend - 1; i >= 0; i--) {
             if (pfd[i + 1].revents == 0) continue;
             char why[160];
             tp_auth_result_t r =
@@ -323,24 +390,26 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
             if (r == TP_AUTH_MORE) continue;
             int fd = pend[i].fd, rank = pend[i].auth.rank;
             pend[i] = pend[--npend];
-            if (r == TP_AUTH_REFUSED) {
-                char from[96];
-                tp_sockaddr_string(fd, 1, from, sizeof(from));
-                tp_refusals_note(&refused, TP_REFUSED_BAD, from, "refused a connection from %s: %s", from, why);
-                close(fd);
+            if (r == TP_AUTH_DONE) {
+                admit(st, fd, rank, &refused);
                 continue;
             }
-            s = admit(st, use, fd, rank, &missing, &refused);
+            char from[96];
+            tp_sockaddr_string(fd, 1, from, sizeof(from));
+            tp_refusals_note(&refused, TP_REFUSED_BAD, from, "refused a connection from %s: %s", from, why);
+            close(fd);
         }
-        if (s == TP_OK && (pfd[0].revents & POLLIN) && npend < cap) {
+        next_expiry = expire_pending(pend, &npend, &refused);
+        if ((pfd[0].revents & POLLIN) && npend < cap) {
             int fd = accept4(st->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0) continue;
             pend[npend].fd = fd;
             tp_auth_accept_init(&pend[npend].auth);
+            if (pend[npend].auth.deadline_ns < next_expiry) next_expiry = pend[npend].auth.deadline_ns;
             npend++;
         }
     }
-    while (npend > 0) { /* strays still in their handshake: the mesh no longer needs anyone */
+    while (npend > 0) { /* strays still in their handshake: the transport no longer needs anyone */
         char from[96];
         tp_sockaddr_string(pend[npend - 1].fd, 1, from, sizeof(from));
         tp_refusals_note(&refused, TP_REFUSED_STRAY, from,
@@ -348,81 +417,154 @@ static tp_status_t accept_higher(tcp_state_t *st, const int *use, int64_t deadli
         drop_pending(pend, &npend, npend - 1);
     }
     tp_refusals_report(&refused);
+out:
     free(pend);
     free(pfd);
-    return s;
-}
-
-typedef struct accept_job {
-    tcp_state_t *st;
-    const int *use;
-    int64_t deadline;
-    int stop_fd;
-    tp_status_t result;
-} accept_job_t;
-
-static void *accept_main(void *arg)
-{
-    accept_job_t *j = arg;
-    j->result = accept_higher(j->st, j->use, j->deadline, j->stop_fd);
+    if (l->error[0] != '\0') { /* a rank waiting for this one's admission then fails by name, not by silence */
+        uint64_t one = 1;
+        if (write(l->ready_fd, &one, sizeof(one)) < 0) { /* already set */
+        }
+    }
     return NULL;
 }
 
-/*
- * Dials the lower ranks while a thread accepts the higher ones: a rank that accepted only after its own dials
- * made each rank wait for every lower rank's dials in turn, so the mesh took time quadratic in the ranks (64 ranks:
- * 0.67 s on 16 cores). The two sides touch disjoint peers' entries; connected is called under a lock.
- */
-static tp_status_t tcp_connect_mesh(void *state, const int *use, const char *const *addresses)
+/* Stops the acceptor and closes the listener: later connections are refused by the kernel. */
+static void acceptor_stop(tcp_state_t *st)
 {
-    tcp_state_t *st = state;
-    tp_status_t s = TP_OK;
-    int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
-    int higher = 0;
-    for (int r = st->env.rank + 1; r < st->size; r++) higher |= use[r];
-    accept_job_t job = {
-        .st = st, .use = use, .deadline = deadline, .stop_fd = eventfd(0, EFD_CLOEXEC), .result = TP_OK};
-    pthread_t thread;
-    int threaded = higher && job.stop_fd >= 0 && pthread_create(&thread, NULL, accept_main, &job) == 0;
-    if (higher && !threaded) { /* no thread: accept after the dials, as before */
-        for (int r = 0; r < st->env.rank && s == TP_OK; r++)
-            for (int is_send = 1; is_send >= 0 && s == TP_OK; is_send--)
-                if (use[r]) s = dial(st, r, addresses[r], deadline, is_send);
-        if (s == TP_OK) s = accept_higher(st, use, deadline, job.stop_fd);
-    } else {
-        for (int r = 0; r < st->env.rank && s == TP_OK; r++)
-            for (int is_send = 1; is_send >= 0 && s == TP_OK; is_send--)
-                if (use[r]) s = dial(st, r, addresses[r], deadline, is_send);
+    tcp_links_t *l = st->links;
+    if (l == NULL || !l->running) return;
+    uint64_t one = 1;
+    if (write(l->stop_fd, &one, sizeof(one)) < 0) { /* already set */
     }
-    if (threaded) {
-        uint64_t one = 1;
-        if (s != TP_OK && write(job.stop_fd, &one, sizeof(one)) < 0) { /* the thread then ends at its deadline */
-        }
-        pthread_join(thread, NULL);
-        if (s == TP_OK) s = job.result;
-    }
-    if (job.stop_fd >= 0) close(job.stop_fd);
-    if (s != TP_OK) return s;
-    close(st->listen_fd); /* the mesh is complete: later connections are strays */
+    pthread_join(l->thread, NULL);
+    l->running = 0;
+    close(st->listen_fd);
     st->listen_fd = -1;
-    return TP_OK;
 }
 
-/* The peers the runtime chose this transport for, each with the addresses to dial (best first). */
+int tcp_links_take(tcp_state_t *st)
+{
+    tcp_links_t *l = st->links;
+    admitted_t got[64];
+    int took = 0, n;
+    if (l == NULL) return 0;
+    do {
+        pthread_mutex_lock(&l->lock);
+        n = l->nready < 64 ? l->nready : 64;
+        memcpy(got, l->ready + l->nready - n, (size_t)n * sizeof(*got));
+        l->nready -= n;
+        pthread_mutex_unlock(&l->lock);
+        for (int i = 0; i < n; i++) {
+            report_connected(st, got[i].rank, got[i].fd);
+            if (conn_ready(st, got[i].rank, got[i].fd, got[i].reads) != TP_OK) close(got[i].fd);
+        }
+        took += n;
+    } while (n > 0);
+    uint64_t v;
+    if (took == 0 && read(l->ready_fd, &v, sizeof(v)) < 0) { /* nothing pending */
+    }
+    return took;
+}
+
+int tcp_links_event_fd(const tcp_state_t *st)
+{
+    return st->links != NULL && st->links->running ? st->links->ready_fd : -1;
+}
+
+/* The lower of the two dials: a higher rank dials, so the two ends never race to connect one pair. */
+tp_status_t tcp_links_need(tcp_state_t *st, int peer)
+{
+    tcp_links_t *l = st->links;
+    tcp_conn_t *c = &st->conns[peer];
+    if (l == NULL || !l->use[peer]) return TP_ERR_INVALID;
+    if (peer > st->env.rank) { /* it dials this rank when it first needs it; its admission wakes the wait */
+        if (l->error[0] != '\0' && (c->fd < 0 || c->sfd < 0)) {
+            tp_log(TP_LOG_ERROR, "tcp", "rank %d cannot connect to this rank: %s", peer, l->error);
+            return TP_ERR_SYSTEM;
+        }
+        return TP_OK;
+    }
+    if (c->send_broken != TP_OK) return c->send_broken;
+    int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
+    tp_status_t s = TP_OK;
+    if (c->sfd < 0) s = dial(st, peer, l->dial[peer], deadline, 1);
+    if (s == TP_OK && c->fd < 0) s = dial(st, peer, l->dial[peer], deadline, 0);
+    return s;
+}
+
+/* Eager: the higher ranks' connections, all in by the deadline; a rank that cannot come is named with why. */
+static tp_status_t wait_higher(tcp_state_t *st, int64_t deadline)
+{
+    tcp_links_t *l = st->links;
+    for (;;) {
+        tcp_links_take(st);
+        int missing[64], nmissing = 0, total = 0;
+        for (int r = st->env.rank + 1; r < st->size; r++)
+            if (l->use[r] && (st->conns[r].fd < 0 || st->conns[r].sfd < 0)) {
+                if (nmissing < 64) missing[nmissing++] = r;
+                total++;
+            }
+        if (total == 0) return TP_OK;
+        int64_t left = (deadline - tp_now_ns()) / 1000000;
+        if (left <= 0 || l->error[0] != '\0') {
+            char list[400] = "";
+            for (int i = 0, o = 0; i < nmissing && o < (int)sizeof(list) - 12; i++)
+                o += snprintf(list + o, sizeof(list) - (size_t)o, "%s%d", i ? " " : "", missing[i]);
+            if (l->error[0] != '\0')
+                tp_log(TP_LOG_ERROR, "tcp", "cannot admit rank%s %s%s: %s", total > 1 ? "s" : "", list,
+                       total > nmissing ? " and more" : "", l->error);
+            else
+                tp_log(TP_LOG_ERROR, "tcp",
+                       "rank%s %s%s did not connect within the %.0f s boot timeout (%d of %d directions missing; each "
+                       "such rank names its own failure, and fate the first)",
+                       total > 1 ? "s" : "", list, total > nmissing ? " and more" : "", st->env.connect_timeout_s,
+                       total, st->size);
+            return TP_ERR_BOOTSTRAP;
+        }
+        struct pollfd p = {.fd = l->ready_fd, .events = POLLIN};
+        poll(&p, 1, left > 1000 ? 1000 : (int)left);
+    }
+}
+
+/*
+ * The peers the runtime chose this transport for, each with the addresses to dial (best first). A thread admits
+ * the higher ranks' connections; on demand (lazy) it runs until close and each lower rank is dialed on first use,
+ * eagerly this rank dials every lower rank now and waits for every higher one, then the listener closes.
+ */
 static tp_status_t tcp_connect(void *state, const tp_transport_peer_t *peers)
 {
     tcp_state_t *st = state;
-    int *use = calloc((size_t)st->size, sizeof(int));
-    const char **dial = calloc((size_t)st->size, sizeof(char *));
-    tp_status_t s = use == NULL || dial == NULL ? TP_ERR_NO_MEMORY : TP_OK;
-    for (int p = 0; s == TP_OK && p < st->size; p++) {
-        use[p] = peers[p].use;
-        dial[p] = peers[p].use && peers[p].dial != NULL ? peers[p].dial : "";
+    tcp_links_t *l = calloc(1, sizeof(*l));
+    if (l == NULL) return TP_ERR_NO_MEMORY;
+    st->links = l;
+    l->lazy = st->env.connect_lazy;
+    l->stop_fd = eventfd(0, EFD_CLOEXEC);
+    l->ready_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    l->use = calloc((size_t)st->size, sizeof(int));
+    l->dial = calloc((size_t)st->size, sizeof(char *));
+    l->taken = calloc((size_t)st->size, 1);
+    l->ready = calloc(2 * (size_t)st->size, sizeof(admitted_t));
+    pthread_mutex_init(&l->lock, NULL);
+    if (l->stop_fd < 0 || l->ready_fd < 0 || !l->use || !l->dial || !l->taken || !l->ready) goto err_sys;
+    int higher = 0;
+    for (int p = 0; p < st->size; p++) {
+        l->use[p] = peers[p].use;
+        higher |= p > st->env.rank && l->use[p];
+        if (l->use[p] && (l->dial[p] = strdup(peers[p].dial != NULL ? peers[p].dial : "")) == NULL) goto err_sys;
     }
-    if (s == TP_OK) s = tcp_connect_mesh(st, use, dial);
-    free(use);
-    free(dial);
+    if (higher && pthread_create(&l->thread, NULL, acceptor_main, st) != 0) goto err_sys;
+    l->running = higher;
+    if (l->lazy) return TP_OK;
+    int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
+    tp_status_t s = TP_OK;
+    for (int r = 0; r < st->env.rank && s == TP_OK; r++)
+        if (l->use[r]) s = tcp_links_need(st, r);
+    if (s == TP_OK && higher) s = wait_higher(st, deadline);
+    acceptor_stop(st); /* the mesh is complete (or failed): later connections are strays */
     return s;
+err_sys:
+    tp_log(TP_LOG_ERROR, "tcp", "cannot prepare connections to %d peers: %s", st->size - 1, strerror(errno));
+    return TP_ERR_SYSTEM;
 }
 
 static void tcp_close(void *state)
@@ -433,6 +575,20 @@ static void tcp_close(void *state)
         if (st->conns[r].fd >= 0) close(st->conns[r].fd);
         if (st->conns[r].sfd >= 0) close(st->conns[r].sfd);
         free(st->conns[r].rx);
+    }
+    tcp_links_t *l = st->links;
+    acceptor_stop(st);
+    if (l != NULL) {
+        for (int r = 0; l->dial != NULL && r < st->size; r++) free(l->dial[r]);
+        for (int i = 0; i < l->nready; i++) close(l->ready[i].fd);
+        if (l->stop_fd >= 0) close(l->stop_fd);
+        if (l->ready_fd >= 0) close(l->ready_fd);
+        pthread_mutex_destroy(&l->lock);
+        free(l->use);
+        free(l->dial);
+        free(l->taken);
+        free(l->ready);
+        free(l);
     }
     if (st->listen_fd >= 0) close(st->listen_fd);
     free(st->conns);

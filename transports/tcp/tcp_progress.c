@@ -31,7 +31,8 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
 {
     tcp_state_t *st = state;
     tcp_conn_t *c = &st->conns[x->peer];
-    if (c->fd < 0 || c->sfd < 0) return TP_ERR_INVALID;
+    tp_status_t s = c->fd < 0 || c->sfd < 0 ? tcp_links_need(st, x->peer) : TP_OK; /* connections on demand */
+    if (s != TP_OK) return s;
     if (x->is_send ? c->send_broken != TP_OK : c->broken != TP_OK) return x->is_send ? c->send_broken : c->broken;
     x->done = 0;
     x->complete = 0;
@@ -249,19 +250,23 @@ int tcp_event_fds(void *state, struct pollfd *fds, int max)
 {
     const tcp_state_t *st = state;
     int n = 0;
+    int waiting = 0; /* a transfer queued for a peer that has not connected yet: the acceptor's admission wakes it */
     for (int r = 0; r < st->size; r++) {
         const tcp_conn_t *c = &st->conns[r];
-        if (c->fd < 0) continue;
-        if (c->recv_head != NULL && !c->held && n++ < max) fds[n - 1] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-        if (c->send_head != NULL && sendable(c->send_head) && n++ < max)
+        waiting |= (c->fd < 0 && c->recv_head != NULL) || (c->sfd < 0 && c->send_head != NULL);
+        if (c->fd >= 0 && c->recv_head != NULL && !c->held && n++ < max)
+            fds[n - 1] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        if (c->sfd >= 0 && c->send_head != NULL && sendable(c->send_head) && n++ < max)
             fds[n - 1] = (struct pollfd){.fd = c->sfd, .events = POLLOUT};
     }
+    if (waiting && tcp_links_event_fd(st) >= 0 && n++ < max)
+        fds[n - 1] = (struct pollfd){.fd = tcp_links_event_fd(st), .events = POLLIN};
     return n;
 }
 
 tp_status_t tcp_progress(void *state, int *moved_out)
 {
-    int moved = 0;
+    int moved = tcp_links_take(state) > 0; /* connections the acceptor admitted since */
     tp_status_t s = pump_all(state, &moved);
     *moved_out = moved;
     return s;
@@ -272,7 +277,6 @@ void tcp_cancel(void *state)
     tcp_state_t *st = state;
     for (int r = 0; r < st->size; r++) {
         tcp_conn_t *c = &st->conns[r];
-        if (c->fd < 0) continue;
         if (c->send_head != NULL && c->send_head->frame_off > 0 && c->send_broken == TP_OK)
             c->send_broken = TP_ERR_ABORTED;
         if (c->rx_cur != NULL && c->broken == TP_OK) c->broken = TP_ERR_ABORTED;
