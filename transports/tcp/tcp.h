@@ -12,7 +12,7 @@
 #ifndef TCP_SOCKBUF
 #define TCP_SOCKBUF 4194304 /* socket buffer bytes (0 keeps autotuning): a part fits in flight */
 #endif
-/* Congestion control of every data connection: bbr (a kernel's default here) keeps its window near its bandwidth times
+/* Congestion control of data connections within one host (across hosts the kernel's default stays): bbr (a kernel's default here) keeps its window near its bandwidth times
  * a microsecond round trip and paces by a delivery rate that drops when a rank is descheduled, so on one host a call
  * beyond about 1 MiB waits on acknowledgements and timers; reno sends what the socket buffer holds (BENCHMARKS.md). */
 #ifndef TCP_CONGESTION_ALGO

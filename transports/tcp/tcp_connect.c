@@ -90,12 +90,24 @@ static void tcp_caps(void *state, tp_transport_caps_t *caps)
     *caps = (tp_transport_caps_t){.mem_types = 1u << TP_MEM_HOST, .flags = TP_TRANSPORT_IP_ENDPOINTS};
 }
 
+/* Whether both ends of fd are this host (one address, or loopback): the round trip is microseconds, where bbr fails. */
+static int within_host(int fd)
+{
+    struct sockaddr_in me, them;
+    socklen_t a = sizeof(me), b = sizeof(them);
+    if (getsockname(fd, (struct sockaddr *)&me, &a) != 0 || getpeername(fd, (struct sockaddr *)&them, &b) != 0 ||
+        me.sin_family != AF_INET || them.sin_family != AF_INET)
+        return 0;
+    return me.sin_addr.s_addr == them.sin_addr.s_addr || (ntohl(them.sin_addr.s_addr) >> 24) == 127;
+}
+
 /* Non-blocking, no Nagle, socket buffers: ready for the data path, in one direction. */
 static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, TCP_CONGESTION_ALGO, sizeof(TCP_CONGESTION_ALGO) - 1) != 0)
+    if (within_host(fd) &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, TCP_CONGESTION_ALGO, sizeof(TCP_CONGESTION_ALGO) - 1) != 0)
         tp_log(TP_LOG_DEBUG, "tcp", "congestion control %s refused (%s): the kernel's default stays",
                TCP_CONGESTION_ALGO, strerror(errno));
 #if TCP_SOCKBUF > 0
