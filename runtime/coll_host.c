@@ -24,6 +24,7 @@ static void host_comm_destroy(void *state)
     free(cs->slen);
     free(cs->rlen);
     free(cs->scratch);
+    coll_hier_free(cs->hier);
     free(cs);
 }
 
@@ -92,6 +93,7 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
     tp_status_t s = TP_OK;
     if (cs->rlen[me] > 0 && mine != send) s = c->dev->copy(mine, send, cs->rlen[me], NULL);
     if (s != TP_OK || n == 1) return s;
+    if (coll_hier_wanted(c, off)) return coll_hier_gather(c, cs->rbuf, cs->rlen);
     if (off - off / (size_t)n <= COLL_SMALL_BYTES) { /* the same choice on every rank, whatever its own count */
         coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
         return coll_dissem(c, &m);
