@@ -1,7 +1,8 @@
 #!/bin/bash
 # A rank SIGKILLed in the middle of hierarchical calls (4 MiB all_reduce and all_gather, 2 hosts x 2 ranks on
-# namespace hosts, tests/netns_lib.sh): every survivor ends with 70 (the JSON summary), tprun names the killed
-# rank, nothing is left running on any host. Once for a victim on host b, once for rank 0's host-mate on a.
+# namespace hosts, tests/netns_lib.sh): every survivor ends with 70 (the JSON summary), tprun names the killed rank,
+# nothing is left running on any host, and every rank logged that its calls were hierarchical. Once for a victim on
+# host b, once for rank 0's host-mate on a.
 . "$(dirname "$0")/netns_lib.sh"
 
 # fate_case VICTIM: the job, VICTIM's pid SIGKILLed once every rank has finished a pair of calls.
@@ -9,7 +10,7 @@ fate_case() {
     local victim=$1 f=$D/fate.$1 pids vpid ms st
     step "SIGKILL rank $victim mid-call"
     # ip netns exec execs tprun: $! is tprun itself.
-    TP_COLL_HIER=on ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" --json-summary "$f.json" -n 4 -H a:2,b:2 \
+    TP_COLL_HIER=on TP_LOG_LEVEL=debug ip netns exec "$NS_A" "$TPRUN" --ssh "$SSH" --json-summary "$f.json" -n 4 -H a:2,b:2 \
         ./tests/coll_hier_loop >"$f.out" 2>"$f.err" &
     local tp=$!
     TEST_PIDS+=($tp)
@@ -38,9 +39,11 @@ print(" ".join("%d:%s" % (r["rank"], r["status"]) for r in j["ranks"]), j["first
     for r in 0 1 2 3; do [ $r = "$victim" ] && want="$want $r:137" || want="$want $r:70"; done
     [ "$codes" = "${want# } $victim" ] || fail "rank $victim: rank statuses and first failure '$codes', want '${want# } $victim'"
     grep -q "^tprun: rank $victim (host [ab], pid $vpid) killed by signal 9 (SIGKILL)" "$f.err" ||
-        fail "rank $victim: tprun's first line: $(grep -m1 '^tprun' "$f.err")"
+        fail "rank $victim: tprun's first line: $(grep -m1 '^tprun: ' "$f.err")"
     wait_no_leftovers 5 || fail "rank $victim: left running: $(leftovers)"
-    [ "$fails" = 0 ] && pass "rank $victim SIGKILLed: every rank gone in $ms ms, survivors 70, tprun 137: $(grep -m1 '^tprun' "$f.err")"
+    [ "$(grep -c 'coll: comm 0: 4 ranks on 2 hosts (as many on each, consecutive ranks): TP_COLL_HIER=on, hierarchical$' "$f.err")" = 4 ] ||
+        fail "rank $victim: not every rank logged that its calls were hierarchical"
+    [ "$fails" = 0 ] && pass "rank $victim SIGKILLed: every rank gone in $ms ms, survivors 70, tprun 137: $(grep -m1 '^tprun: ' "$f.err")"
 }
 fate_case 2
 fate_case 1
