@@ -79,13 +79,18 @@ int coll_hier_wanted(coll_call_t *c, size_t bytes)
 {
     const coll_hier_t *h = coll_hier_of(c);
     if (h == NULL || bytes == 0) return 0;
+    int n = c->comm->size, on = h->mode == COLL_HIER_ON;
     switch (c->id.coll) {
     case TP_COLL_ALL_GATHER:
-    case TP_COLL_ALL_GATHERV: return h->uniform; /* pairs by local index: any placement, as many ranks on each host */
+    case TP_COLL_ALL_GATHERV:
+        /* auto: small calls keep dissemination, whose fewer dependent hops won on the test hosts */
+        if (!on && bytes - bytes / (size_t)n <= COLL_SMALL_BYTES) return 0;
+        return h->uniform; /* pairs by local index: any placement, as many ranks on each host */
     case TP_COLL_ALL_REDUCE:
         /* bf16 and f16 fold in f32 and round once: a partial carried between hosts would round early */
         if (c->id.dtype == TP_BF16 || c->id.dtype == TP_F16) return 0;
-        return coll_all_reduce_is_small(c, c->id.count) || (h->uniform && h->blocks);
+        if (coll_all_reduce_is_small(c, c->id.count)) return on;
+        return h->uniform && h->blocks;
     default: return 0;
     }
 }

@@ -4,7 +4,11 @@
 # --reps times, for 2 hosts x 2 ranks and (with --hosts 3) 3 hosts x 2 ranks; prints the "hierarchical" table of p50s
 # (the median over the repetitions) and hier / flat. Run from the build directory. Not run by make check.
 #   examples/bench/coll_hier_bench.sh [--hosts "2 3"] [--reps N] [--ops LIST] [--sizes "16 65536 1048576 4194304"]
-set -u
+set -u -o pipefail
+BENCH_PROG=${BENCH_PROG:-$PWD/tp-bench}
+NETNS_TEST_TIMEOUT=${NETNS_TEST_TIMEOUT:-3000}
+# netns_lib.sh runs this script again under timeout with its arguments: they are read after it.
+. "$(dirname "$0")/../../tests/netns_lib.sh"
 hosts="2" reps=3 ops=allreduce,allgather sizes="16 65536 1048576 4194304"
 while [ $# -gt 0 ]; do
     case $1 in
@@ -16,11 +20,8 @@ while [ $# -gt 0 ]; do
     esac
     shift 2
 done
-BENCH_PROG=${BENCH_PROG:-$PWD/tp-bench}
 max=0
 for s in $sizes; do [ "$s" -gt "$max" ] && max=$s; done
-NETNS_TEST_TIMEOUT=${NETNS_TEST_TIMEOUT:-3000}
-. "$(dirname "$0")/../../tests/netns_lib.sh"
 results=$D/results.jsonl
 for m in $hosts; do
     case $m in 2) place=a:2,b:2 ;; 3) place=a:2,b:2,c:2 ;; *) echo "coll_hier_bench.sh: --hosts: 2 or 3" >&2; exit 2 ;; esac
