@@ -12,8 +12,7 @@
 /* A step is one byte: the steps of one pair must stay distinct, so very wide hosts or many hosts go flat. */
 #define HIER_MAX_WIDTH 200
 
-/* Groups the comm's ranks by host, hosts numbered by their first rank; NULL when out of memory. */
-static coll_hier_t *hier_find(tp_comm_t *comm)
+coll_hier_t *coll_hier_find(tp_comm_t *comm)
 {
     int n = comm->size;
     coll_hier_t *h = calloc(1, sizeof(*h) + 5 * (size_t)n * sizeof(int));
@@ -69,11 +68,7 @@ void coll_hier_free(coll_hier_t *h)
     free(h);
 }
 
-const coll_hier_t *coll_hier_of(coll_call_t *c)
-{
-    if (c->cs->hier == NULL) c->cs->hier = hier_find(c->comm);
-    return c->cs->hier != NULL && c->cs->hier->active ? c->cs->hier : NULL;
-}
+const coll_hier_t *coll_hier_of(coll_call_t *c) { return c->cs->hier->active ? c->cs->hier : NULL; }
 
 int coll_hier_wanted(coll_call_t *c, size_t bytes)
 {

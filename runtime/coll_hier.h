@@ -21,7 +21,7 @@ typedef struct coll_hier {
     int *start_of;
 } coll_hier_t;
 
-/* The comm's hosts when the hierarchical algorithms apply to it, else NULL (found at the first call). */
+/* The comm's hosts when the hierarchical algorithms apply to it, else NULL. */
 const coll_hier_t *coll_hier_of(coll_call_t *c);
 
 #endif

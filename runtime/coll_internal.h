@@ -27,7 +27,7 @@ typedef struct coll_state {
     size_t *slen, *rlen;
     tp_xfer_t **xa, **xb;
     size_t *next;
-    struct coll_hier *hier; /* the comm's hosts (coll_hier.c), found at its first call */
+    struct coll_hier *hier; /* the comm's hosts (coll_hier.c) */
 } coll_state_t;
 
 typedef struct coll_call {
@@ -114,6 +114,8 @@ int coll_all_reduce_is_small(coll_call_t *c, size_t count);
 int coll_hier_wanted(coll_call_t *c, size_t bytes);
 tp_status_t coll_hier_gather(coll_call_t *c, void *const *blocks, const size_t *lens);
 tp_status_t coll_hier_all_reduce(coll_call_t *c, const void *send, void *recv, size_t count);
+/* Groups a comm's ranks by host (every rank derives the same table from the records); NULL when out of memory. */
+struct coll_hier *coll_hier_find(tp_comm_t *comm);
 void coll_hier_free(struct coll_hier *h);
 
 /* The host engine's side of tp_comm_split: every rank's (color, key) into all, in comm rank order; *seq the call's. */

@@ -22,7 +22,7 @@ layout() {
     said=$(echo "$out" | grep -c "^tp rank [0-9]* ([^)]*) coll: comm 0: $want$")
     if [ $rc -ne 0 ] || ! echo "$out" | grep -q "^coll_check: $n ranks, .*: all match$" || [ "$said" -ne "$n" ]; then
         fail "$name over $tr: status $rc, $said of $n ranks logged '$want'"
-        echo "$out" | grep -v 'cannot reduce\| iface: \| boot: \| transport: \| fate: ' | tail -12
+        echo "$out" | grep ' fate: \|: error: \|^tprun\|FAIL' | grep -v 'cannot reduce' | head -20
     else
         echo "ok: $name over $tr: $(echo "$out" | grep '^coll_check:')"
     fi
