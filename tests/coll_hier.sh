@@ -5,6 +5,8 @@
 # goes round), an uneven host; that the comm really went hierarchical (and flat with TP_COLL_HIER=off); a bad
 # TP_COLL_HIER refused before launch. tests/coll_hier_local.sh runs the conformance suite this way on one machine.
 . "$(dirname "$0")/netns_lib.sh"
+# Bits are checked here, not fate (tests/coll_hier_local.sh says why the heartbeat is longer).
+export TP_HEARTBEAT_TIMEOUT=${TP_HEARTBEAT_TIMEOUT:-30}
 
 # hier_case NAME WANT_LINE ARGS...: coll_check over ARGS (tprun's placement), TP_COLL_HIER=on, small parts.
 hier_case() {
