@@ -7,5 +7,5 @@ examples_tp_mlp_LDFLAGS = -no-install
 bin_PROGRAMS += tp-bench
 tp_bench_SOURCES = examples/tp_bench.c examples/bench/bench_schedule.h
 tp_bench_LDADD = libtp.la
-EXTRA_DIST += examples/bench/coll_bench.sh examples/bench/mpi_coll_bench.c
+EXTRA_DIST += examples/bench/coll_bench.sh examples/bench/mpi_coll_bench.c examples/bench/coll_hier_bench.sh
 EXTRA_DIST += examples/bench/tcp_bench.sh

@@ -5,25 +5,6 @@
  */
 #include "coll_internal.h"
 
-/* Slice j has base + (j < rem) elements; pe elements make a part. */
-typedef struct slices {
-    size_t base, rem, es, pe;
-} slices_t;
-
-#define COLL_REDUCE_CHUNK 16384 /* elements reduced at once while a part is still arriving */
-
-static size_t slice_count(const slices_t *sl, int j) { return sl->base + ((size_t)j < sl->rem); }
-static size_t slice_first(const slices_t *sl, int j)
-{
-    return sl->base * (size_t)j + ((size_t)j < sl->rem ? (size_t)j : sl->rem);
-}
-static size_t parts_of(size_t cnt, size_t pe) { return cnt == 0 ? 1 : (cnt + pe - 1) / pe; }
-static size_t part_elems(size_t cnt, size_t pe, size_t k)
-{
-    size_t left = cnt - (k * pe < cnt ? k * pe : cnt);
-    return left < pe ? left : pe;
-}
-
 /* Small calls: every rank gathers every vector by dissemination, then folds all N in rank order. */
 static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv, size_t count, size_t es)
 {
@@ -51,13 +32,13 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
     int me = c->comm->rank, n = c->comm->size;
     coll_state_t *cs = c->cs;
     size_t es = sl->es, pe = sl->pe, pbytes = pe * es;
-    size_t mine = slice_count(sl, me), parts = parts_of(mine, pe);
+    size_t mine = slice_count(sl, me), parts = slice_parts(mine, pe);
     tp_xfer_t **rx = cs->xa, **gx = cs->xb;
     tp_status_t s = TP_OK;
     for (int p = 0; p < n && s == TP_OK; p++) {
         if (p == me) continue;
         for (size_t k = 0; k < parts && k < COLL_WINDOW && s == TP_OK; k++) {
-            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, 0, coll_slot(c, p, (int)k), part_elems(mine, pe, k) * es,
+            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, 0, coll_slot(c, p, (int)k), slice_part_elems(mine, pe, k) * es,
                                                 (uint32_t)k, pbytes);
             s = coll_post(c, rx[p * COLL_WINDOW + k]);
         }
@@ -74,7 +55,7 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
     /* reduce each part as its bytes arrive from every rank, and let the reduced prefix go out at once */
     size_t red = 0;
     for (size_t k = 0; k < parts && s == TP_OK;) {
-        size_t m = part_elems(mine, pe, k), have = m;
+        size_t m = slice_part_elems(mine, pe, k), have = m;
         for (int p = 0; p < n; p++)
             if (p != me) {
                 tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
@@ -100,7 +81,7 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
             if (!x->complete) s = coll_progress(c), p--;
             else if (k + COLL_WINDOW < parts) {
                 size_t k2 = k + COLL_WINDOW;
-                x->len = part_elems(mine, pe, k2) * es;
+                x->len = slice_part_elems(mine, pe, k2) * es;
                 x->first_part = (uint32_t)k2;
                 s = coll_post(c, x);
             }
@@ -111,7 +92,7 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
     return s == TP_OK ? coll_wait_all(c) : s;
 }
 
-static void slices_init(slices_t *sl, size_t count, int n, size_t es, size_t part_bytes)
+void coll_slices_init(slices_t *sl, size_t count, int n, size_t es, size_t part_bytes)
 {
     sl->base = count / (size_t)n;
     sl->rem = count % (size_t)n;
@@ -119,15 +100,20 @@ static void slices_init(slices_t *sl, size_t count, int n, size_t es, size_t par
     sl->pe = part_bytes / es > 0 ? part_bytes / es : 1;
 }
 
+int coll_all_reduce_is_small(coll_call_t *c, size_t count)
+{
+    size_t n = (size_t)c->comm->size, es = tp_dtype_size(c->id.dtype);
+    return (count < n || count * es * (n - 1) <= COLL_SMALL_BYTES) && count * es <= c->cs->slot_bytes;
+}
+
 tp_status_t coll_all_reduce(coll_call_t *c, const void *send, void *recv, size_t count)
 {
     int n = c->comm->size;
     size_t es = tp_dtype_size(c->id.dtype);
-    if (count < (size_t)n || count * es * (size_t)(n - 1) <= COLL_SMALL_BYTES) {
-        if (count * es <= c->cs->slot_bytes) return all_reduce_small(c, send, recv, count, es);
-    }
+    if (coll_hier_wanted(c, count * es)) return coll_hier_all_reduce(c, send, recv, count);
+    if (coll_all_reduce_is_small(c, count)) return all_reduce_small(c, send, recv, count, es);
     slices_t sl;
-    slices_init(&sl, count, n, es, c->part_bytes);
+    coll_slices_init(&sl, count, n, es, c->part_bytes);
     const uint8_t **pc = c->cs->pieces;
     for (int j = 0; j < n; j++) pc[j] = (const uint8_t *)send + slice_first(&sl, j) * es;
     return scatter_reduce(c, pc, &sl, (uint8_t *)recv + slice_first(&sl, c->comm->rank) * es, 1, recv);

@@ -24,6 +24,7 @@ static void host_comm_destroy(void *state)
     free(cs->slen);
     free(cs->rlen);
     free(cs->scratch);
+    coll_hier_free(cs->hier);
     free(cs);
 }
 
@@ -49,9 +50,10 @@ static tp_status_t host_comm_create(tp_comm_t *comm, void **state)
     cs->rlen = calloc(n, sizeof(size_t));
     /* malloc'd, not touched: pages are only committed when a large call uses them */
     cs->scratch = n > 1 ? malloc(n * COLL_WINDOW * cs->slot_bytes) : NULL;
-    if (cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL || cs->srcs == NULL || cs->xa == NULL ||
-        cs->xb == NULL || cs->next == NULL || cs->pieces == NULL || cs->sbuf == NULL || cs->rbuf == NULL ||
-        cs->slen == NULL || cs->rlen == NULL || (n > 1 && cs->scratch == NULL)) {
+    cs->hier = coll_hier_find(comm);
+    if (cs->hier == NULL || cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL || cs->srcs == NULL ||
+        cs->xa == NULL || cs->xb == NULL || cs->next == NULL || cs->pieces == NULL || cs->sbuf == NULL ||
+        cs->rbuf == NULL || cs->slen == NULL || cs->rlen == NULL || (n > 1 && cs->scratch == NULL)) {
         host_comm_destroy(cs);
         return TP_ERR_NO_MEMORY;
     }
@@ -92,6 +94,7 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
     tp_status_t s = TP_OK;
     if (cs->rlen[me] > 0 && mine != send) s = c->dev->copy(mine, send, cs->rlen[me], NULL);
     if (s != TP_OK || n == 1) return s;
+    if (coll_hier_wanted(c, off)) return coll_hier_gather(c, cs->rbuf, cs->rlen);
     if (off - off / (size_t)n <= COLL_SMALL_BYTES) { /* the same choice on every rank, whatever its own count */
         coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
         return coll_dissem(c, &m);

@@ -27,6 +27,7 @@ typedef struct coll_state {
     size_t *slen, *rlen;
     tp_xfer_t **xa, **xb;
     size_t *next;
+    struct coll_hier *hier; /* the comm's hosts (coll_hier.c) */
 } coll_state_t;
 
 typedef struct coll_call {
@@ -85,6 +86,37 @@ tp_status_t coll_all_reduce(coll_call_t *c, const void *send, void *recv, size_t
 tp_status_t coll_reduce_scatter(coll_call_t *c, const void *send, void *recv, size_t count);
 
 int coll_overlap(const void *a, size_t alen, const void *b, size_t blen);
+
+/* A vector cut into slices: slice j has base + (j < rem) elements; pe elements make a part. */
+typedef struct slices {
+    size_t base, rem, es, pe;
+} slices_t;
+static inline size_t slice_count(const slices_t *sl, int j) { return sl->base + ((size_t)j < sl->rem); }
+static inline size_t slice_first(const slices_t *sl, int j)
+{
+    return sl->base * (size_t)j + ((size_t)j < sl->rem ? (size_t)j : sl->rem);
+}
+static inline size_t slice_parts(size_t cnt, size_t pe) { return cnt == 0 ? 1 : (cnt + pe - 1) / pe; }
+static inline size_t slice_part_elems(size_t cnt, size_t pe, size_t k)
+{
+    size_t left = cnt - (k * pe < cnt ? k * pe : cnt);
+    return left < pe ? left : pe;
+}
+void coll_slices_init(slices_t *sl, size_t count, int n, size_t es, size_t part_bytes);
+#define COLL_REDUCE_CHUNK 16384 /* elements reduced at once while a part is still arriving */
+/* all_reduce's small-call rule (every vector to every rank), the same on every rank and for both engines. */
+int coll_all_reduce_is_small(coll_call_t *c, size_t count);
+
+/*
+ * Hierarchical calls (coll_hier*.c) on a comm over several hosts, TP_COLL_HIER: whether this call goes that way
+ * (the same answer on every rank), and the algorithms.
+ */
+int coll_hier_wanted(coll_call_t *c, size_t bytes);
+tp_status_t coll_hier_gather(coll_call_t *c, void *const *blocks, const size_t *lens);
+tp_status_t coll_hier_all_reduce(coll_call_t *c, const void *send, void *recv, size_t count);
+/* Groups a comm's ranks by host (every rank derives the same table from the records); NULL when out of memory. */
+struct coll_hier *coll_hier_find(tp_comm_t *comm);
+void coll_hier_free(struct coll_hier *h);
 
 /* The host engine's side of tp_comm_split: every rank's (color, key) into all, in comm rank order; *seq the call's. */
 tp_status_t coll_split_exchange(coll_state_t *cs, int32_t *all, uint64_t *seq);

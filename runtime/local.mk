@@ -1,7 +1,7 @@
 # Every registered component's TP_* table (data): libtp and tprun both link them, so tprun --info and the unknown-
 # variable check know every variable without the components' code.
 TP_CONFIG_TABLES = runtime/runtime_components.c runtime/runtime_components.h runtime/runtime_config_entry.h runtime/core_config.c \
-	launcher/tprun_config.c runtime/coll_staged_config.c
+	launcher/tprun_config.c runtime/coll_staged_config.c runtime/coll_hier_config.c
 # libtp: the runtime core, with the transports and devices linked in.
 lib_LTLIBRARIES += libtp.la
 libtp_la_SOURCES = \
@@ -47,6 +47,7 @@ libtp_la_SOURCES += \
 	runtime/coll_api.c runtime/coll_p2p.c runtime/coll_dispatch.c runtime/coll_dispatch.h \
 	runtime/coll_host.c runtime/coll_engine.c runtime/coll_internal.h \
 	runtime/coll_algos.c runtime/coll_allreduce.c \
+	runtime/coll_hier.c runtime/coll_hier.h runtime/coll_hier_reduce.c \
 	runtime/coll_frame.c runtime/coll_frame.h
 # The staging provider: device memory (and host memory on a host stream) through pinned slabs and the host engine.
 libtp_la_SOURCES += runtime/coll_staged.c runtime/coll_staged.h runtime/coll_staged_proxy.c

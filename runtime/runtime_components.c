@@ -13,7 +13,7 @@
 
 /* Each component's table, defined in its <name>_config.c beside the code that reads it (listed in TP_CONFIG_TABLES,
  * runtime/local.mk); each component's ops. */
-extern const tp_config_entry_t tp_core_config[], tp_tprun_config[], tp_stage_config[];
+extern const tp_config_entry_t tp_core_config[], tp_tprun_config[], tp_stage_config[], tp_host_coll_config[];
 extern const tp_transport_ops_t tp_shm_ops, tp_tcp_ops;
 extern const tp_device_ops_t tp_cuda_device_ops, tp_hip_device_ops;
 extern const tp_coll_ops_t tp_staged_coll_ops;
@@ -28,7 +28,7 @@ const tp_component_t tp_components[] = {
     {"hip", TP_COMPONENT_DEVICE, NULL, OPS(tp_hip_device_ops)},
     {"host", TP_COMPONENT_DEVICE, NULL, OPS(tp_host_device_ops)},
     {"nccl", TP_COMPONENT_COLL, tp_nccl_config, OPS(tp_nccl_coll_ops)},
-    {"host", TP_COMPONENT_COLL, NULL, OPS(tp_host_coll_ops)},
+    {"host", TP_COMPONENT_COLL, tp_host_coll_config, OPS(tp_host_coll_ops)},
     /* after host: a comm's providers end in reverse order, so its queued stream calls still have the host engine */
     {"staged", TP_COMPONENT_COLL, tp_stage_config, OPS(tp_staged_coll_ops)},
     {"tprun", TP_COMPONENT_LAUNCHER, tp_tprun_config, NULL},

@@ -67,3 +67,10 @@ tests_shm_fault_LDADD = libtp.la
 tests_shm_fault_LDFLAGS = -no-install
 TESTS += tests/shm_fault.sh
 EXTRA_DIST += tests/shm_fault.sh
+# Hierarchical collectives on namespace hosts (root only, else 77): bits, placements, a rank killed mid-call.
+check_PROGRAMS += tests/coll_hier_loop
+tests_coll_hier_loop_SOURCES = tests/coll_hier_loop.c
+tests_coll_hier_loop_LDADD = libtp.la
+tests_coll_hier_loop_LDFLAGS = -no-install
+TESTS += tests/coll_hier_local.sh tests/coll_hier.sh tests/coll_hier_fate.sh
+EXTRA_DIST += tests/coll_hier_local.sh tests/coll_hier.sh tests/coll_hier_fate.sh

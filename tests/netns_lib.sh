@@ -101,6 +101,29 @@ EOF
 # tprun_on_a ARGS...: tprun run on host a with the test's ssh config.
 tprun_on_a() { in_ns a "$TPRUN" --ssh "$SSH" "$@"; }
 
+# kill_and_time "ACTION" PIDS...: runs ACTION (a shell command), then polls /proc every millisecond until none of
+# PIDS is alive (a zombie is dead); prints the milliseconds from the action's start, or "never" after 10 s.
+kill_and_time() {
+    python3 - "$@" <<'PY'
+import subprocess, sys, time
+action, pids = sys.argv[1], sys.argv[2:]
+t0 = time.time()
+subprocess.run(["sh", "-c", action])
+def alive(p):
+    try:
+        with open("/proc/%s/stat" % p) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+while time.time() - t0 < 10:
+    if not any(alive(p) for p in pids):
+        print(int((time.time() - t0) * 1000))
+        sys.exit(0)
+    time.sleep(0.001)
+print("never")
+PY
+}
+
 if ! netns_setup; then
     echo "FAIL: could not build the test hosts"
     exit 1

@@ -19,29 +19,6 @@ start_job() {
     [ "$(echo $RANK_PIDS | wc -w)" = 4 ]
 }
 
-# kill_and_time "ACTION" PIDS...: runs ACTION (a shell command), then polls /proc every millisecond until none of
-# PIDS is alive (a zombie is dead); prints the milliseconds from the action's start, or "never" after 10 s.
-kill_and_time() {
-    python3 - "$@" <<'PY'
-import subprocess, sys, time
-action, pids = sys.argv[1], sys.argv[2:]
-t0 = time.time()
-subprocess.run(["sh", "-c", action])
-def alive(p):
-    try:
-        with open("/proc/%s/stat" % p) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-while time.time() - t0 < 10:
-    if not any(alive(p) for p in pids):
-        print(int((time.time() - t0) * 1000))
-        sys.exit(0)
-    time.sleep(0.001)
-print("never")
-PY
-}
-
 median() { tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 agent_on_b() {
