@@ -103,8 +103,9 @@ static void test_agreement(void)
 {
     const tp_config_entry_t *agreed[32];
     int n = tp_config_agreed(agreed, 32);
-    CHECK(n == 8 && n == tp_config_agreed(NULL, 0), "7 agreed core entries and the planted one, got %d", n);
-    CHECK(n == 8 && agreed[7] == &planted_config[0], "the planted agreed entry comes last, in list order");
+    CHECK(n == 9 && n == tp_config_agreed(NULL, 0),
+          "8 agreed core entries (TP_CONNECT the eighth) and the planted one, got %d", n);
+    CHECK(n == 9 && agreed[8] == &planted_config[0], "the planted agreed entry comes last, in list order");
     for (int i = 0; i < n && i < 32; i++)
         CHECK(agreed[i] != &planted_config[1], "an entry not marked agreed is not agreed");
     char v[64];
