@@ -25,10 +25,10 @@ def main():
     a = ap.parse_args()
     b = os.getcwd()
     cols = [("forkn", lambda n: [f"{b}/tests/bench/forkn", str(n), "/bin/true"]),
-            ("tprun /bin/true", lambda n: [f"{b}/tprun", "-n", str(n), "/bin/true"]),
-            ("boot (this)", lambda n: [f"{b}/tprun", "-n", str(n), f"{b}/tests/bench/bench_rank", "boot"])]
+            ("tprun /bin/true", lambda n: [f"{b}/tprun", "-n", str(n), "--gpus-per-rank", "0", "/bin/true"]),
+            ("boot (this)", lambda n: [f"{b}/tprun", "-n", str(n), "--gpus-per-rank", "0", f"{b}/tests/bench/bench_rank", "boot"])]
     if a.base:
-        cols.append(("boot (base)", lambda n: [f"{a.base}/tprun", "-n", str(n), f"{a.base}/tests/bench/bench_rank", "boot"]))
+        cols.append(("boot (base)", lambda n: [f"{a.base}/tprun", "-n", str(n), "--gpus-per-rank", "0", f"{a.base}/tests/bench/bench_rank", "boot"]))
     if a.mpi:
         cols.append(("mpirun hello", lambda n: ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-n", str(n),
                                                  f"{b}/tests/bench/mpi_hello_ompi"]))
@@ -46,7 +46,7 @@ def main():
                 print(f"round {r + 1} N={n} {c}: {ms:.0f} ms, status {rc}", file=sys.stderr, flush=True)
                 (times if rc == 0 else fails)[(c, n)].append(ms if rc == 0 else out.strip().splitlines()[-3:])
         if a.first:
-            ms, rc, out = run([f"{b}/tprun", "-n", str(a.first), f"{b}/tests/bench/bench_rank", "first"])
+            ms, rc, out = run([f"{b}/tprun", "-n", str(a.first), "--gpus-per-rank", "0", f"{b}/tests/bench/bench_rank", "first"])
             got = [l for l in out.splitlines() if l.startswith("first all_reduce")]
             if rc == 0 and got:
                 firsts.append(float(got[0].split(": ")[1].split()[0]))
