@@ -21,7 +21,7 @@ done
 if [ "$gpus" -eq 1 ]; then
     step "check at 2 ranks sharing the one GPU: NCCL declines by name, staging takes the calls"
     out=$(timeout 600 "$TPRUN" -n 2 --gpus-per-rank 0 $P check 2>&1)
-    [ $? -eq 0 ] && [ "$(echo "$out" | grep -c ' 0 failures')" -eq 2 ] && [ "$(echo "$out" | grep -c 'share GPU')" -eq 2 ] &&
+    [ $? -eq 0 ] && [ "$(echo "$out" | grep -c ' 0 failures')" -eq 2 ] && [ "$(echo "$out" | grep -c 'on comm of 2 ranks: ranks 0 and 1 share GPU')" -eq 2 ] &&
         pass "2 ranks, one GPU: $(echo "$out" | grep 'check 0:')" || { fail "2 ranks on one GPU"; echo "$out" | tail -20; }
 fi
 
