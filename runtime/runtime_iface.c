@@ -216,6 +216,25 @@ void tp_iface_choose(tp_world_t *w, int p, char *addr, size_t len)
     if (n == 0) snprintf(addr, len, "%s:%s", w->peers[p].boot_ip, port);
 }
 
+void tp_iface_predict_inbound(tp_world_t *w, int p)
+{
+    tp_iface_state_t *st = state_of(w);
+    if (st == NULL || p <= w->rank || st->links[p].same_host || is_loopback_ip(w->advertise_ip) ||
+        is_loopback_ip(w->peers[p].boot_ip))
+        return;
+    tp_iface_t theirs[TP_IFACES_MAX];
+    char cands[TP_IFACE_CANDIDATES][16], via[TP_IFACE_CANDIDATES][32];
+    int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX), shared = 0;
+    /* the peer's own choice: its interfaces against ours, as tp_iface_choose runs on its side */
+    int n = tp_iface_candidates(theirs, nt > 0 ? nt : 0, st->mine, st->nmine, w->peers[w->rank].boot_ip, cands, via,
+                                TP_IFACE_CANDIDATES, &shared);
+    if (n == 0) return;
+    const char *remote = w->peers[p].boot_ip;
+    for (int j = 0; j < nt; j++)
+        if ((ip_of(theirs[j].ip) & 0xffffff00u) == (ip_of(cands[0]) & 0xffffff00u)) remote = theirs[j].ip;
+    tp_iface_connected(w, p, cands[0], remote);
+}
+
 /* "ip:port" to "ip". */
 static void ip_part(const char *endpoint, char *ip)
 {

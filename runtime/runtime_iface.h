@@ -57,6 +57,9 @@ void tp_iface_choose(struct tp_world *w, int p, char *addr, size_t len);
 /* A transport's connection to peer as made ("ip:port" at each end; ctx is the world): what the report and
  * NCCL_SOCKET_IFNAME describe. */
 void tp_iface_connected(void *ctx, int peer, const char *local, const char *remote);
+/* On demand, for a peer that dials this rank (a higher rank): the connection it will make, from its own choice of
+ * our addresses (its interfaces against ours), stands in the report and NCCL_SOCKET_IFNAME until it is made. */
+void tp_iface_predict_inbound(struct tp_world *w, int p);
 /* After the mesh is up (every TCP connect on a chosen address succeeded): prints the decision with
  * TP_REPORT_BINDINGS, and exports NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME (unless already set).
  * transport_of names the transport that reaches a peer and whether it runs over IP (the report's line for a peer on

@@ -36,6 +36,12 @@ static int builtin_setting(const char *key)
 static enum { LIB_IDLE, LIB_ACTIVE, LIB_FINALIZED } lib_state = LIB_IDLE;
 static tp_world_t *the_world;
 
+/* Staging's memory for a stream's device, made when the engine hands libtp the stream (runtime_stream.c's hook). */
+static void prepare_stream(tp_stream_t *stream)
+{
+    if (the_world != NULL) tp_staged_prepare(stream, the_world);
+}
+
 tp_status_t tp_attr_create(tp_attr_t **attr)
 {
     if (attr == NULL) return TP_ERR_INVALID;
@@ -227,7 +233,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     tp_log(TP_LOG_INFO, "init", "rank %d of %d joined job %s", w->rank, w->size, w->job_id);
     the_world = w;
     lib_state = LIB_ACTIVE;
-    tp_streams_prepare(w); /* streams the engine made before tp_init */
+    tp_streams_created_hook(prepare_stream); /* streams made before tp_init now, later ones as they are made */
     *world_out = comm;
     return TP_OK;
 err_boot_fds: /* fate has not taken them: closing them tells rank 0 (or every rank) that this one failed */
@@ -240,7 +246,6 @@ err_world:
     return s;
 }
 
-const tp_world_t *tp_world_active(void) { return lib_state == LIB_ACTIVE ? the_world : NULL; }
 
 tp_status_t tp_finalize(tp_comm_t *world)
 {
@@ -259,6 +264,7 @@ tp_status_t tp_finalize(tp_comm_t *world)
     free(world->world_ranks);
     free(world);
     world_free(w);
+    tp_streams_created_hook(NULL);
     the_world = NULL;
     lib_state = LIB_FINALIZED;
     return s;

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_dispatch.h"
 #include "runtime_devices.h"
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static tp_stream_t **live;
 static size_t n_live, cap_live;
+static void (*created_hook)(tp_stream_t *stream);
 
 tp_mem_type_t tp_stream_mem_type(tp_device_kind_t kind)
 {
@@ -69,20 +69,20 @@ tp_status_t tp_stream_create(tp_device_kind_t kind, void *native, tp_stream_t **
         dev->stream_destroy(stream);
         return s;
     }
-    const tp_world_t *w = tp_world_active();
-    if (w != NULL) tp_staged_prepare(stream, w); /* its device's staging memory, before the engine holds the stream */
+    if (created_hook != NULL) created_hook(stream); /* e.g. staging's memory, before the engine holds the stream */
     *out = stream;
     return TP_OK;
 }
 
-void tp_streams_prepare(const tp_world_t *world)
+void tp_streams_created_hook(void (*hook)(tp_stream_t *stream))
 {
-    pthread_mutex_lock(&live_lock); /* copied, so staging's lock is never taken under this one */
-    size_t n = n_live;
+    pthread_mutex_lock(&live_lock); /* copied, so the hook never runs under this lock */
+    created_hook = hook;
+    size_t n = hook != NULL ? n_live : 0;
     tp_stream_t **all = n > 0 ? malloc(n * sizeof(*all)) : NULL;
     if (all != NULL) memcpy(all, live, n * sizeof(*all));
     pthread_mutex_unlock(&live_lock);
-    for (size_t i = 0; all != NULL && i < n; i++) tp_staged_prepare(all[i], world);
+    for (size_t i = 0; all != NULL && i < n; i++) hook(all[i]);
     free(all);
 }
 

@@ -2,7 +2,6 @@
 #ifndef RUNTIME_STREAM_H
 #define RUNTIME_STREAM_H
 
-#include "runtime_world.h"
 #include "tp_provider.h"
 
 /* TP_OK when stream was made by tp_stream_create and not destroyed; else logs "fn: ..." and TP_ERR_INVALID. */
@@ -13,8 +12,9 @@ tp_status_t tp_stream_check_memory(const char *fn, const tp_stream_t *stream, tp
                                    const tp_device_ops_t *dev);
 /* The memory type a stream kind's buffers have. */
 tp_mem_type_t tp_stream_mem_type(tp_device_kind_t kind);
-/* At tp_init: staging's memory for the devices of the streams made before it (see tp_staged_prepare). */
-void tp_streams_prepare(const tp_world_t *world);
+/* Runs hook on every live stream now and on each one tp_stream_create makes from now on (NULL: none); tp_init sets
+ * it so staging's memory is made when the engine hands libtp a stream (see tp_staged_prepare). */
+void tp_streams_created_hook(void (*hook)(tp_stream_t *stream));
 
 /* Test hooks for host streams (devices/host/host_stream.c): hold 1 makes queued work wait, 0 lets it run;
  * capturing 1 makes stream_capturing report a capture. Refuse a stream that is not a host stream. */

@@ -428,7 +428,8 @@ tp_status_t tp_transports_connect(tp_world_t *w)
                 snprintf(d, TP_ADDRS_MAX, "%s", t->addrs[p]);
                 tp_iface_choose(w, p, d, TP_ADDRS_MAX);
                 peers[p].dial = d;
-                if (lazy && !t->views[p].same_host) iface_predict(w, p, d);
+                if (lazy && !t->views[p].same_host && p < w->rank) iface_predict(w, p, d); /* this rank dials */
+                else if (lazy && !t->views[p].same_host) tp_iface_predict_inbound(w, p);
             }
         }
         if ((s = t->ops[k]->connect(t->state[k], peers)) != TP_OK) goto out;

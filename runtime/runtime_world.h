@@ -105,9 +105,6 @@ struct tp_comm {
     void *coll_state; /* owned by the collectives layer */
 };
 
-/* The world between tp_init and tp_finalize, else NULL. */
-const tp_world_t *tp_world_active(void);
-
 /* The collectives layer: per-comm state. */
 tp_status_t tp_coll_comm_init(tp_comm_t *comm);
 void tp_coll_comm_fini(tp_comm_t *comm);

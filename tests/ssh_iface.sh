@@ -54,9 +54,9 @@ wait_no_leftovers 5 || fail "the rail1 job SIGTERMed: left running: $(leftovers)
 
 # a's rail0 cut off (its cable pulled: the veth leaves the bridge, the address stays up and published): b tries
 # rail0 first for the bootstrap and for TCP, gets no answer, and uses the next /24 both share, rail1; both reports
-# say so.
+# say so. TP_CONNECT=eager: on demand the boot-only ranks never connect, and the report names the address to dial.
 ip link set "tp${ID}a0r" nomaster
-report "rail0 dead" a,b TP_IFNAME=rail
+report "rail0 dead" a,b TP_IFNAME=rail TP_CONNECT=eager
 ip link set "tp${ID}a0r" master "tp${ID}r0"
 has "a's rail0 dead: b falls back to rail1 (bootstrap and TCP), warns, and both ends report rail1" \
     "tp rank 1 (b:[0-9]*) boot: warning: rank 0's bootstrap at 198\.18\.2\.1:[0-9]* did not answer (.*); checked in at 198\.18\.3\.1:[0-9]*" \

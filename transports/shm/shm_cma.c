@@ -4,7 +4,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "runtime_config.h"
+#include <stdlib.h>
+
 #include "shm.h"
 
 /* Reads a word the peer named in its control line; success means this rank may read the peer's memory. Refusal
@@ -12,11 +13,8 @@
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r)
 {
     uint64_t min = 0, got = 0;
-    char err[160];
-    const char *v = tp_config_value("TP_SHM_CMA_BYTES");
-    if (v == NULL || strcmp(v, "0") == 0 ||
-        tp_config_parse_size("TP_SHM_CMA_BYTES", v, &min, err, sizeof(err)) != TP_OK)
-        min = 0; /* off, or a value the environment check at init refused already */
+    if (shm_parse_bytes(getenv("TP_SHM_CMA_BYTES"), &min) != 0)
+        min = 0; /* unset (off), or a value the environment check at init refused already */
     struct iovec local = {.iov_base = &got, .iov_len = sizeof(got)};
     struct iovec remote = {.iov_base = (void *)(uintptr_t)p->ctl->probe_addr, .iov_len = sizeof(got)};
     ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);

@@ -1,15 +1,29 @@
 /* shm_config.c: the shm transport's TP_* table (data: tprun links it to check and list the variables). */
 #include <stdio.h>
-
+#include <stdlib.h>
 #include <string.h>
 
-#include "runtime_config.h"
 #include "runtime_config_entry.h"
+#include "shm.h"
+
+int shm_parse_bytes(const char *text, uint64_t *out)
+{
+    char *end;
+    if (text == NULL || text[0] < '0' || text[0] > '9') return -1;
+    unsigned long long v = strtoull(text, &end, 10);
+    int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift != 0) end++;
+    if (*end != '\0' || v > (UINT64_MAX >> shift)) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
 
 static tp_status_t check_cma_bytes(const char *text, char *err, size_t err_len)
 {
     uint64_t v;
-    return strcmp(text, "0") == 0 ? TP_OK : tp_config_parse_size("TP_SHM_CMA_BYTES", text, &v, err, err_len);
+    if (shm_parse_bytes(text, &v) == 0) return TP_OK;
+    snprintf(err, err_len, "TP_SHM_CMA_BYTES: expected a byte count such as 0, 4096, 64K or 1M, got \"%.64s\"", text);
+    return TP_ERR_INVALID;
 }
 
 const tp_config_entry_t tp_shm_config[] = {
