@@ -58,7 +58,7 @@ tests_gpu_nccl_gpu_SOURCES = tests/gpu/nccl_gpu.c tests/nccl/nccl_cases.h
 tests_gpu_nccl_gpu_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/nccl
 tests_gpu_nccl_gpu_LDADD = libtp.la -lm
 tests_gpu_nccl_gpu_LDFLAGS = -no-install
-EXTRA_DIST += tests/gpu/nccl_gpu.sh tests/gpu/torch_nccl.py
+EXTRA_DIST += tests/gpu/nccl_gpu.sh tests/gpu/torch_nccl.py tests/gpu/slice_probe.c
 # The shm transport against a peer that writes garbage into its segments, and every rank SIGKILLed.
 check_PROGRAMS += tests/shm_fault
 tests_shm_fault_SOURCES = tests/shm_fault.c
