@@ -8,7 +8,10 @@
 # BUILD=dir among them runs dir/tprun and dir/tp-bench instead (another build, for before/after in one run). Without
 # --variant one variant "tcp" runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
 # the per-call statistic compared (default p50; min and p10 show the path without the machine's load).
+# tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
+# rank per core (coll_bench.sh does the same).
 set -euo pipefail
+export TP_BIND_TO=${TP_BIND_TO:-core}
 here=$(cd "$(dirname "$0")" && pwd)
 rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=()
 die() {
