@@ -1,6 +1,6 @@
 # transports: linked into libtp; each one is a const ops table listed in runtime/runtime_transports.c.
 libtp_la_SOURCES += \
-	transports/tcp/tcp.h transports/tcp/tcp_connect.c transports/tcp/tcp_progress.c
+	transports/tcp/tcp.h transports/tcp/tcp_connect.c transports/tcp/tcp_accept.c transports/tcp/tcp_progress.c
 # shm: same-host peers through a sealed memfd per rank (transports/shm/shm.h has the layout).
 libtp_la_SOURCES += \
 	transports/shm/shm.h transports/shm/shm_connect.c transports/shm/shm_progress.c transports/shm/shm_cma.c

@@ -2,6 +2,8 @@
 #ifndef TCP_H
 #define TCP_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -44,7 +46,7 @@ typedef struct tcp_conn {
 
 #define TCP_ADMITTED 'A' /* the listener's one byte after a handshake: the connection is taken */
 
-typedef struct tcp_links tcp_links_t; /* tcp_connect.c: who is connected, the acceptor thread, the addresses to dial */
+typedef struct tcp_links tcp_links_t; /* below: who is connected, the acceptor thread, the addresses to dial */
 
 typedef struct tcp_state {
     tp_transport_env_t env;
@@ -57,6 +59,34 @@ typedef struct tcp_state {
 } tcp_state_t;
 
 extern const tp_transport_ops_t tp_tcp_ops;
+
+#define TCP_PENDING_EXTRA 64 /* handshakes held beyond one per connection still expected */
+
+/* Who is connected, the acceptor thread (tcp_accept.c), the addresses to dial (tcp_connect.c). */
+typedef struct admitted {
+    int rank, reads, fd;
+} admitted_t;
+
+struct tcp_links {
+    int lazy;    /* connect on first use (TP_CONNECT=lazy) */
+    int *use;    /* by rank: this transport was chosen for the peer */
+    char **dial; /* by rank: the addresses to dial (lower ranks) */
+    int running; /* the acceptor thread runs */
+    pthread_t thread;
+    int stop_fd;              /* eventfd: the acceptor ends */
+    int ready_fd;             /* eventfd: the acceptor admitted a connection (a waiting call wakes) */
+    _Atomic uint64_t signals; /* writes to ready_fd so far: the data path reads the fd only when this moved */
+    uint64_t drained;         /* data path only: signals it has read from ready_fd */
+    pthread_mutex_t lock;
+    admitted_t *ready; /* admitted, not yet taken by the data path */
+    int nready;
+    uint8_t *taken;  /* acceptor only: by rank, bit 1 the direction the dialer reads, bit 2 the one it sends on */
+    char error[512]; /* why the acceptor ended early: logged by the thread that waits on it */
+};
+
+/* tcp_accept.c: the thread that admits higher ranks (running set), and its end (the listener closes) */
+tp_status_t tcp_acceptor_start(tcp_state_t *st);
+void tcp_acceptor_stop(tcp_state_t *st);
 
 /* tcp_connect.c: a peer's connections on demand (post), what the acceptor admitted (progress), its wake fd */
 tp_status_t tcp_links_need(tcp_state_t *st, int peer);
