@@ -187,6 +187,20 @@ static void world_free(tp_world_t *w)
     free(w);
 }
 
+#define INIT_PHASES 6
+/* at[0..INIT_PHASES]: the clock before tp_init's first phase and after each. */
+static void log_phases(const int64_t *at)
+{
+    static const char *name[INIT_PHASES] = {"reaching rank 0",   "transports open", "record exchange",
+                                            "transport choice", "fate start",      "connections and comm"};
+    char line[256];
+    size_t o = 0;
+    for (int i = 0; i < INIT_PHASES && o < sizeof(line); i++)
+        o += (size_t)snprintf(line + o, sizeof(line) - o, "%s%s %.2f", i ? ", " : "", name[i],
+                              (double)(at[i + 1] - at[i]) / 1e6);
+    tp_log(TP_LOG_DEBUG, "init", "tp_init took %.2f ms: %s", (double)(at[INIT_PHASES] - at[0]) / 1e6, line);
+}
+
 tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
 {
     if (world_out == NULL) return TP_ERR_INVALID;
@@ -196,6 +210,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     }
     tp_world_t *w = calloc(1, sizeof(*w));
     if (w == NULL) return TP_ERR_NO_MEMORY;
+    int64_t at[INIT_PHASES + 1] = {tp_now_ns()}; /* where tp_init's time goes, for the debug log */
     tp_status_t s = tp_world_from_env(w);
     if (s == TP_OK) s = build_settings(w, attr);
     if (s == TP_OK && w->size > 1 && w->rank == 0) s = tp_boot_connect(w);
@@ -203,8 +218,11 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     if (s == TP_OK && w->size > 1 && w->source == TP_WORLD_PMIX) s = tp_pmix_share_boot(w);
     if (s == TP_OK && w->size > 1 && w->rank != 0) s = tp_boot_connect(w);
     if (s == TP_OK && w->size == 1) snprintf(w->advertise_ip, sizeof(w->advertise_ip), "127.0.0.1");
+    at[1] = tp_now_ns();
     if (s == TP_OK) s = tp_transports_open(w);
+    at[2] = tp_now_ns();
     if (s == TP_OK) s = w->size > 1 ? tp_boot_exchange(w) : singleton_table(w);
+    at[3] = tp_now_ns();
     if (s != TP_OK) goto err_world;
     if (w->boot_listen_fd >= 0) {
         close(w->boot_listen_fd); /* every rank checked in: nobody else may connect */
@@ -212,7 +230,9 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     }
     /* Chosen per peer once the table is in; per-pair data crosses the bootstrap sockets before fate owns them. */
     if ((s = tp_transports_select(w)) != TP_OK || (s = tp_transports_exchange(w)) != TP_OK) goto err_boot_fds;
+    at[4] = tp_now_ns();
     if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
+    at[5] = tp_now_ns();
     if ((s = tp_transports_connect(w)) != TP_OK) {
         /* a peer that died before its connection was made: the job names it (or, fatal, ends here) */
         if (s == TP_ERR_PEER_FAILED) s = tp_fate_call_failed(s, "tp_init");
@@ -230,7 +250,9 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
         free(comm);
         goto err_transports;
     }
+    at[6] = tp_now_ns();
     tp_log(TP_LOG_INFO, "init", "rank %d of %d joined job %s", w->rank, w->size, w->job_id);
+    log_phases(at);
     the_world = w;
     lib_state = LIB_ACTIVE;
     tp_streams_created_hook(prepare_stream); /* streams made before tp_init now, later ones as they are made */
@@ -255,10 +277,12 @@ tp_status_t tp_finalize(tp_comm_t *world)
         return TP_ERR_INVALID;
     }
     tp_world_t *w = world->world;
+    int64_t start = tp_now_ns();
     tp_staged_drain(); /* queued stream calls count among the calls peers are told of */
     char *table = tp_coll_stop_table(); /* NULL (out of memory): peers waiting on this rank wait for the job's end */
     tp_status_t s = tp_fate_finalize(w, table);
     free(table);
+    tp_log(TP_LOG_DEBUG, "init", "tp_finalize: fate's goodbye took %.2f ms", (double)(tp_now_ns() - start) / 1e6);
     tp_coll_comm_fini(world);
     tp_transports_close(w);
     free(world->world_ranks);

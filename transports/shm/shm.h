@@ -118,6 +118,8 @@ typedef struct shm_state {
     struct pollfd *pfds; /* the pidfds a return from a wait checks, and their ranks */
     int *dead;
     uint64_t probe; /* the word the control line points peers at */
+    unsigned uid;   /* this rank's user and namespaces, read once: shm_reach compares every peer's */
+    unsigned long long ipcns, netns;
 } shm_state_t;
 
 extern const tp_transport_ops_t tp_shm_ops;

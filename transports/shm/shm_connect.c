@@ -36,15 +36,6 @@ static unsigned long long ns_inode(const char *path)
     return stat(path, &s) == 0 ? (unsigned long long)s.st_ino : 0;
 }
 
-static void ident_self(const shm_state_t *st, shm_ident_t *id)
-{
-    *id = (shm_ident_t){.pid = (int)getpid(),
-                        .memfd = st->memfd,
-                        .eventfd = st->eventfd,
-                        .uid = (unsigned)getuid(),
-                        .ipcns = ns_inode("/proc/self/ns/ipc"),
-                        .netns = ns_inode("/proc/self/ns/net")};
-}
 
 static int ident_parse(const char *a, shm_ident_t *id)
 {
@@ -113,9 +104,11 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
                            .seg_bytes = st->seg_bytes,
                            .probe_addr = (uint64_t)(uintptr_t)&st->probe,
                            .probe_value = st->probe = SHM_MAGIC ^ (uint64_t)getpid()};
-    shm_ident_t id;
-    ident_self(st, &id);
-    snprintf(address, address_len, "%d:%d:%d:%u:%llu:%llu", id.pid, id.memfd, id.eventfd, id.uid, id.ipcns, id.netns);
+    st->uid = (unsigned)getuid();
+    st->ipcns = ns_inode("/proc/self/ns/ipc");
+    st->netns = ns_inode("/proc/self/ns/net");
+    snprintf(address, address_len, "%d:%d:%d:%u:%llu:%llu", (int)getpid(), st->memfd, st->eventfd, st->uid, st->ipcns,
+             st->netns);
     *state = st;
     return TP_OK;
 err:
@@ -132,10 +125,10 @@ static void shm_caps(void *state, tp_transport_caps_t *caps)
 /* A peer on this kernel, as this user, in this IPC and network namespace: both ends see the same. */
 static int shm_reach(void *state, const tp_peer_view_t *peer)
 {
-    shm_ident_t me, them;
-    ident_self(state, &me);
+    const shm_state_t *me = state;
+    shm_ident_t them;
     if (!peer->same_kernel || ident_parse(peer->address, &them) != 0) return TP_REACH_NO;
-    if (them.uid != me.uid || them.ipcns != me.ipcns || them.netns != me.netns || them.ipcns == 0 || them.netns == 0)
+    if (them.uid != me->uid || them.ipcns != me->ipcns || them.netns != me->netns || them.ipcns == 0 || them.netns == 0)
         return TP_REACH_NO;
     return SHM_REACH_PRIORITY;
 }
