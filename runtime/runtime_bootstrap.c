@@ -460,7 +460,7 @@ tp_status_t tp_boot_exchange(tp_world_t *w)
 {
     size_t cap = RECORD_MAX;
     char *record = malloc(cap);
-    w->peers = calloc((size_t)w->size, sizeof(*w->peers));
+    w->peers = tp_peers_alloc(w->size);
     w->fate_fds = malloc((size_t)w->size * sizeof(int));
     if (record == NULL || w->peers == NULL || w->fate_fds == NULL) {
         free(record);

@@ -143,7 +143,7 @@ static tp_status_t build_settings(tp_world_t *w, const tp_attr_t *attr)
 /* A world of one needs no bootstrap: its table is its own record. */
 static tp_status_t singleton_table(tp_world_t *w)
 {
-    w->peers = calloc(1, sizeof(*w->peers));
+    w->peers = tp_peers_alloc(1);
     w->fate_fds = malloc(sizeof(int));
     if (w->peers == NULL || w->fate_fds == NULL) return TP_ERR_NO_MEMORY;
     w->fate_fds[0] = -1;
@@ -180,7 +180,7 @@ static void world_free(tp_world_t *w)
     if (w == NULL) return;
     if (w->boot_listen_fd >= 0) close(w->boot_listen_fd);
     free_settings(w->settings, w->num_settings);
-    free(w->peers);
+    tp_peers_free(w->peers, w->size);
     free(w->fate_fds);
     tp_iface_free(w);
     if (w->source == TP_WORLD_PMIX) tp_pmix_finalize(); /* PMIx hook */

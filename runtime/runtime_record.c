@@ -7,10 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "runtime_iface.h"
 #include "topo_hca.h"
+
+tp_peer_record_t *tp_peers_alloc(int n)
+{
+    void *p = mmap(NULL, (size_t)n * sizeof(tp_peer_record_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void tp_peers_free(tp_peer_record_t *peers, int n)
+{
+    if (peers != NULL) munmap(peers, (size_t)n * sizeof(*peers));
+}
 
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len)
 {
