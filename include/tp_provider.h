@@ -44,6 +44,11 @@ typedef enum tp_conn_kind {
  */
 TP_API tp_status_t tp_auth_connect(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind, int my_rank,
                             int64_t deadline_ns, const char *peer_name);
+/* The same, and it gives up (TP_ERR_PEER_FAILED, nothing logged) once abandoned(ctx) says so, checked at least every
+ * 50 ms while it waits: a transport connecting on a call's behalf passes the env's abandoned (below). */
+TP_API tp_status_t tp_auth_connect_or_abandon(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind,
+                                              int my_rank, int64_t deadline_ns, const char *peer_name,
+                                              int (*abandoned)(void *ctx), void *ctx);
 
 /* Server side, non-blocking: one state per accepted connection, fed whenever the socket is readable. */
 typedef struct tp_auth_accept {
@@ -160,6 +165,10 @@ typedef struct tp_transport_env {
      * not yet connected; the transport connects it then (the two ends agree who dials) and moves the transfer once it
      * is. 0 (eager): connect returns with every connection made. A transport may always connect eagerly. */
     int connect_lazy;
+    /* Nonzero once the job has failed (fate's verdict; with TP_ERRORS=return calls go on returning it): a transport
+     * waiting to connect for a call stops waiting then instead of at its deadline. NULL: never. */
+    int (*abandoned)(void *ctx);
+    void *abandoned_ctx;
 } tp_transport_env_t;
 
 /* What a transport sees of one peer when it decides whether and how to reach it. */

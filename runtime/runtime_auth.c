@@ -1,5 +1,6 @@
 /* runtime_auth.c: the mutual challenge-response every connection of a job goes through. */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,20 +8,30 @@
 
 #include "runtime_wire.h"
 
-#define AUTH_VERSION 1
-#define MAGIC_HELLO 0x31485054u     /* "TPH1" */
+#define AUTH_VERSION    1
+#define MAGIC_HELLO     0x31485054u /* "TPH1" */
 #define MAGIC_CHALLENGE 0x31435054u /* "TPC1" */
-#define MAGIC_PROOF 0x31505054u     /* "TPP1" */
-#define HELLO_BYTES 32
+#define MAGIC_PROOF     0x31505054u /* "TPP1" */
+#define HELLO_BYTES     32
 #define CHALLENGE_BYTES 48
-#define PROOF_BYTES 32
+#define PROOF_BYTES     32
 
 enum { AUTH_WANT_HELLO = 0, AUTH_WANT_PROOF = 1 };
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
-static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
 
 /* MAC over (side, kind, rank, first nonce, second nonce): the side byte keeps the two proofs distinct. */
 static void auth_mac(const uint8_t key[16], char side, tp_conn_kind_t kind, int rank, const uint8_t a[16],
@@ -43,8 +54,30 @@ static int mac_equal(const uint8_t *a, const uint8_t *b)
     return d == 0;
 }
 
+#define ABANDON_CHECK_NS 50000000LL
+
+/* Waits until fd is readable (1), the deadline passes (0) or abandoned says so (-1), checking it every 50 ms. */
+static int wait_readable(int fd, int64_t deadline_ns, int (*abandoned)(void *ctx), void *ctx)
+{
+    for (;;) {
+        if (abandoned != NULL && abandoned(ctx)) return -1;
+        int64_t now = tp_now_ns(), until = deadline_ns;
+        if (now >= deadline_ns) return 0;
+        if (abandoned != NULL && until - now > ABANDON_CHECK_NS) until = now + ABANDON_CHECK_NS;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, (int)((until - now + 999999) / 1000000)) > 0) return 1;
+    }
+}
+
 tp_status_t tp_auth_connect(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind, int my_rank,
                             int64_t deadline_ns, const char *peer_name)
+{
+    return tp_auth_connect_or_abandon(fd, key, kind, my_rank, deadline_ns, peer_name, NULL, NULL);
+}
+
+tp_status_t tp_auth_connect_or_abandon(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind, int my_rank,
+                                       int64_t deadline_ns, const char *peer_name, int (*abandoned)(void *ctx),
+                                       void *ctx)
 {
     uint8_t hello[HELLO_BYTES] = {0}, chal[CHALLENGE_BYTES], proof[PROOF_BYTES] = {0}, mac[16];
     uint8_t client_nonce[16];
@@ -56,6 +89,8 @@ tp_status_t tp_auth_connect(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn
     put32(hello + 8, (uint32_t)my_rank);
     memcpy(hello + 16, client_nonce, 16);
     s = tp_wire_write(fd, hello, sizeof(hello), deadline_ns);
+    if (s == TP_OK && abandoned != NULL && wait_readable(fd, deadline_ns, abandoned, ctx) < 0)
+        return TP_ERR_PEER_FAILED;
     if (s == TP_OK) s = tp_wire_read(fd, chal, sizeof(chal), deadline_ns);
     if (s == TP_ERR_BOOTSTRAP) {
         tp_log(TP_LOG_DEBUG, "auth", "%s did not answer the handshake in time", peer_name);
@@ -169,8 +204,7 @@ tp_auth_result_t tp_auth_accept_step(tp_auth_accept_t *st, int fd, const uint8_t
         }
         st->kind = (tp_conn_kind_t)get16(st->buf + 6);
         if (st->kind != expect_kind) {
-            snprintf(why, why_len, "a connection of kind %d on a listener of kind %d", (int)st->kind,
-                     (int)expect_kind);
+            snprintf(why, why_len, "a connection of kind %d on a listener of kind %d", (int)st->kind, (int)expect_kind);
             return TP_AUTH_REFUSED;
         }
         st->rank = (int)get32(st->buf + 8);

@@ -14,6 +14,7 @@
 
 #include "runtime_components.h"
 #include "runtime_config.h"
+#include "runtime_fate.h"
 #include "runtime_iface.h"
 #include "runtime_pairs.h"
 #include "runtime_record.h"
@@ -188,6 +189,13 @@ static int address_valid(const char *a)
     return 1;
 }
 
+/* The env's abandoned: fate reached a verdict, so a connection still in the making for a call is not waited for. */
+static int job_failed(void *ctx)
+{
+    (void)ctx;
+    return tp_fate_failed() != TP_OK;
+}
+
 tp_status_t tp_transports_open(tp_world_t *w)
 {
     const tp_transport_ops_t *all[TP_TRANSPORTS_MAX];
@@ -223,7 +231,8 @@ tp_status_t tp_transports_open(tp_world_t *w)
                               .on_loopback = loopback,
                               .connected = tp_iface_connected,
                               .connected_ctx = w,
-                              .connect_lazy = strcmp(tp_config_value("TP_CONNECT"), "eager") != 0};
+                              .connect_lazy = strcmp(tp_config_value("TP_CONNECT"), "eager") != 0,
+                              .abandoned = job_failed};
     for (int k = 0; k < n; k++) {
         const tp_transport_ops_t *ops = all[order[k]];
         const char *why = ops_invalid(ops);

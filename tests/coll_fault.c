@@ -161,6 +161,18 @@ int main(int argc, char **argv)
         tp_status_t s = tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL);
         printf("rank %d: dead-peer: %s: %s\n", me, tp_status_string(s), tp_last_error());
         bad = s != TP_ERR_PEER_FAILED;
+    } else if (strcmp(mode, "stopped-peer") == 0) { /* rank 1 stops before any call: rank 2's dial to it must not
+                                                     * outwait fate's verdict (heartbeats name it) */
+        if (me == 1) raise(SIGSTOP);
+        if (me == 2) {
+            double t0 = now_ms();
+            tp_status_t s = tp_exchange(w, a, b, 4, TP_F32, 1, NULL);
+            printf("rank 2: stopped-peer: %s after %.0f ms: %s\n", tp_status_string(s), now_ms() - t0,
+                   tp_last_error());
+            bad = s != TP_ERR_PEER_FAILED;
+            tp_peer_info_t stopped; /* the job ends: a stopped rank would hold tprun until its own timeout */
+            if (tp_comm_peer(w, 1, &stopped) == TP_OK) kill(stopped.pid, SIGKILL);
+        }
     } else if (strcmp(mode, "stream") == 0) { /* every call refuses a made-up stream by name; the comm stays usable */
         tp_stream_t *st = (tp_stream_t *)a;
         int peer = (me + 1) % n;

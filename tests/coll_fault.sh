@@ -55,6 +55,13 @@ for tr in shm tcp; do # a peer killed mid-call and forged frames, over each tran
         else fail "$tr: $mode: not refused as a protocol violation"; echo "$out" | tail -8; fi
     done
 done
+# A call's lazy dial to a stopped rank (the kernel completes the TCP connect; nobody answers the handshake) ends when
+# fate names the rank (TP_HEARTBEAT_TIMEOUT, 1 s), not at TP_BOOT_TIMEOUT (20 s here).
+out=$(TP_TRANSPORTS=tcp TP_ERRORS=return TP_BOOT_TIMEOUT=20 timeout 60 "$TPRUN" -n 3 $PROG stopped-peer 2>&1)
+took=$(echo "$out" | sed -n 's/^rank 2: stopped-peer: a peer failed after \([0-9]*\) ms: tp_exchange: peer rank 1 .*sent nothing for 1 s.*/\1/p')
+if [ -n "$took" ] && [ "$took" -lt 5000 ]; then
+    echo "ok: stopped-peer: the dial to a stopped rank gave up with fate's verdict after $took ms"
+else fail "stopped-peer: the call did not fail by fate's verdict within 5 s (took '${took:-?}' ms)"; echo "$out" | tail -8; fi
 out=$(timeout 30 "$TPRUN" -n 2 $PROG stream 2>&1)
 # each call's refusal names that call (its own error, not an earlier call's)
 got=0

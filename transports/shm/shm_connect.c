@@ -202,6 +202,13 @@ err:
         tp_fate_report(r, why);
         return TP_ERR_PEER_FAILED;
     }
+    if (st->env.abandoned != NULL && st->env.abandoned(st->env.abandoned_ctx))
+        return TP_ERR_PEER_FAILED; /* the job failed already (fate named it): a peer tearing down is no news */
+    if (saved == EBADF) { /* its fds are gone while it lives: it closed its transports (tp_finalize, or failing) */
+        tp_log(TP_LOG_ERROR, "shm", "rank %d (pid %d) closed its shared memory before this rank connected to it", r,
+               id.pid);
+        return TP_ERR_PEER_FAILED;
+    }
     tp_log(TP_LOG_ERROR, "shm",
            "cannot reach rank %d (pid %d) through shared memory: %s failed: %s; run every rank as one user, or "
            "set TP_TRANSPORTS=^shm",

@@ -140,8 +140,22 @@ static void report_connected(tcp_state_t *st, int peer, int fd)
     pthread_mutex_unlock(&lock);
 }
 
+/* The job failed (fate's verdict) while this rank waits to connect for a call: it stops waiting. */
+static int abandoned(const tcp_state_t *st)
+{
+    return st->env.abandoned != NULL && st->env.abandoned(st->env.abandoned_ctx);
+}
+
+/* How long one poll of a connection in the making may sleep: to until, and 50 ms at most while abandoned may say so. */
+static int wait_slice_ms(const tcp_state_t *st, int64_t until)
+{
+    int64_t left = (until - tp_now_ns() + 999999) / 1000000, most = st->env.abandoned != NULL ? 50 : 1000;
+    return left <= 0 ? 0 : (int)(left < most ? left : most);
+}
+
 /* One TCP connect to address by until (ns); the fd, or -1 with why set and *refused when nothing listens there. */
-static int connect_one(const char *address, int64_t until, char *why, size_t why_len, int *refused)
+static int connect_one(const tcp_state_t *st, const char *address, int64_t until, char *why, size_t why_len,
+                       int *refused)
 {
     struct sockaddr_in sa;
     if (parse_address(address, &sa) != 0) {
@@ -159,9 +173,9 @@ static int connect_one(const char *address, int64_t until, char *why, size_t why
         err = errno;
     } else {
         struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int64_t left = (until - tp_now_ns()) / 1000000;
-        if (poll(&p, 1, left > 0 ? (int)left : 0) != 1) {
-            snprintf(why, why_len, "no answer within %.1f s", (double)(until - start) / 1e9);
+        while (poll(&p, 1, wait_slice_ms(st, until)) != 1) {
+            if (tp_now_ns() < until && !abandoned(st)) continue;
+            snprintf(why, why_len, "no answer within %.1f s", (double)(tp_now_ns() - start) / 1e9);
             close(fd);
             return -1;
         }
@@ -179,17 +193,16 @@ static int connect_one(const char *address, int64_t until, char *why, size_t why
 
 /* Waits by deadline for the listener's admission byte: a connection it dropped or refused after the handshake is
  * closed instead, and the dialer must not take it for a connection. 1 admitted, 0 closed, -1 no answer in time. */
-static int await_admission(int fd, int64_t deadline)
+static int await_admission(const tcp_state_t *st, int fd, int64_t deadline)
 {
     for (;;) {
         char b;
         ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
         if (n == 1) return b == TCP_ADMITTED;
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 0;
-        int64_t left = (deadline - tp_now_ns()) / 1000000;
-        if (left <= 0) return -1;
+        if (tp_now_ns() >= deadline || abandoned(st)) return -1;
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        poll(&p, 1, left > 1000 ? 1000 : (int)left);
+        poll(&p, 1, wait_slice_ms(st, deadline));
     }
 }
 
@@ -215,14 +228,15 @@ again:
         int64_t until = deadline;
         if (i + 1 < n && until - tp_now_ns() > TCP_ATTEMPT_NS) until = tp_now_ns() + TCP_ATTEMPT_NS;
         refused = 0;
-        fd = connect_one(list[i], until, why[i], sizeof(why[i]), &refused);
+        fd = connect_one(st, list[i], until, why[i], sizeof(why[i]), &refused);
         nrefused += fd < 0 && refused;
-        if (fd < 0 && tp_now_ns() >= deadline) {
+        if (fd < 0 && (tp_now_ns() >= deadline || abandoned(st))) {
             i++;
             break;
         }
     }
-    if (fd < 0 && n > 0 && nrefused == i - first) { /* every address refused: the peer's listener is gone */
+    if (fd < 0 && abandoned(st)) return TP_ERR_PEER_FAILED; /* fate named the failure already */
+    if (fd < 0 && n > 0 && nrefused == i - first) {         /* every address refused: the peer's listener is gone */
         char reason[200];
         snprintf(reason, sizeof(reason), "refused the tcp connection at %s (nothing listens: the process ended)",
                  list[i - 1]);
@@ -246,9 +260,13 @@ again:
             tp_log(TP_LOG_WARN, "tcp", "rank %d: %s did not connect (%s); using %s", peer, list[k], why[k],
                    list[i - 1]);
     snprintf(name, sizeof(name), "rank %d (tcp %.95s)", peer, list[i - 1]);
-    tp_status_t s =
-        tp_auth_connect(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size), deadline, name);
-    int admitted = s == TP_OK ? await_admission(fd, deadline) : 0, closed = s == TP_ERR_PEER_FAILED;
+    tp_status_t s = tp_auth_connect_or_abandon(fd, st->job_key, TP_CONN_TCP, st->env.rank + (is_send ? 0 : st->size),
+                                               deadline, name, st->env.abandoned, st->env.abandoned_ctx);
+    int admitted = s == TP_OK ? await_admission(st, fd, deadline) : 0, closed = s == TP_ERR_PEER_FAILED;
+    if ((s != TP_OK || admitted <= 0) && abandoned(st)) { /* fate named the failure already */
+        close(fd);
+        return TP_ERR_PEER_FAILED;
+    }
     const char *what = NULL;
     if (s == TP_OK && admitted == 0) what = "closed the connection after the handshake instead of admitting it";
     else if (s == TP_OK && admitted < 0) what = "did not admit the connection after the handshake";
