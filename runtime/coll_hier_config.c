@@ -1,14 +1,10 @@
 /* coll_hier_config.c: the host engine's TP_* table (data: tprun links it to check and list the variables). */
-#include <stdio.h>
-#include <string.h>
 
 #include "runtime_config_entry.h"
 
 static tp_status_t check_hier(const char *text, char *err, size_t err_len)
 {
-    if (strcmp(text, "auto") == 0 || strcmp(text, "on") == 0 || strcmp(text, "off") == 0) return TP_OK;
-    snprintf(err, err_len, "TP_COLL_HIER: expected auto, on or off, got \"%.64s\"", text);
-    return TP_ERR_INVALID;
+    return tp_config_check_word("TP_COLL_HIER", "auto|on|off", text, err, err_len);
 }
 
 const tp_config_entry_t tp_host_coll_config[] = {

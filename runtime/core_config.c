@@ -70,18 +70,12 @@ static tp_status_t check_log_level(const char *text, char *err, size_t err_len)
 
 static tp_status_t check_errors(const char *text, char *err, size_t err_len)
 {
-    char q[TP_QUOTE_LEN];
-    if (strcmp(text, "fatal") == 0 || strcmp(text, "return") == 0) return TP_OK;
-    snprintf(err, err_len, "TP_ERRORS: expected fatal or return, got \"%s\"", tp_quote(text, q, sizeof(q)));
-    return TP_ERR_INVALID;
+    return tp_config_check_word("TP_ERRORS", "fatal|return", text, err, err_len);
 }
 
 static tp_status_t check_connect(const char *text, char *err, size_t err_len)
 {
-    char q[TP_QUOTE_LEN];
-    if (strcmp(text, "lazy") == 0 || strcmp(text, "eager") == 0) return TP_OK;
-    snprintf(err, err_len, "TP_CONNECT: expected lazy or eager, got \"%s\"", tp_quote(text, q, sizeof(q)));
-    return TP_ERR_INVALID;
+    return tp_config_check_word("TP_CONNECT", "lazy|eager", text, err, err_len);
 }
 
 const tp_config_entry_t tp_core_config[] = {

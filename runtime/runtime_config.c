@@ -41,8 +41,7 @@ tp_status_t tp_config_parse_int(const char *name, const char *text, int64_t *out
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    if (text[0] == '\0' || *end != '\0' || errno != 0 || v < 0 || text[0] == '-' || text[0] == '+' ||
-        text[0] == ' ')
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || v < 0 || text[0] == '-' || text[0] == '+' || text[0] == ' ')
         return bad_value(name, text, "a non-negative integer", err, err_len);
     *out = v;
     return TP_OK;
@@ -52,7 +51,8 @@ tp_status_t tp_config_parse_size(const char *name, const char *text, uint64_t *o
 {
     char *end;
     errno = 0;
-    if (text[0] < '0' || text[0] > '9') return bad_value(name, text, "a byte count such as 4194304 or 4M", err, err_len);
+    if (text[0] < '0' || text[0] > '9')
+        return bad_value(name, text, "a byte count such as 4194304 or 4M", err, err_len);
     unsigned long long v = strtoull(text, &end, 10);
     unsigned shift = 0;
     if (*end == 'K' || *end == 'k') shift = 10, end++;
@@ -139,6 +139,28 @@ void tp_config_canonical(const tp_config_entry_t *e, const char *text, char *out
     else if (e->kind == TP_CONFIG_BOOL && tp_config_parse_bool(e->env, text, &b, err, sizeof(err)) == TP_OK)
         snprintf(out, len, "%d", b);
     else snprintf(out, len, "%s", text);
+}
+
+tp_status_t tp_config_check_word(const char *env, const char *words, const char *text, char *err, size_t err_len)
+{
+    size_t n = strlen(text), o = 0;
+    for (const char *w = words; *w != '\0';) {
+        size_t l = strcspn(w, "|");
+        if (l == n && strncmp(w, text, n) == 0) return TP_OK;
+        w += l + (w[l] == '|');
+    }
+    char list[256] = "", q[TP_QUOTE_LEN];
+    for (const char *w = words; *w != '\0' && o < sizeof(list);) { /* "a, b or c" */
+        size_t l = strcspn(w, "|");
+        o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%.*s",
+                              o == 0         ? ""
+                              : w[l] == '\0' ? " or "
+                                             : ", ",
+                              (int)l, w);
+        w += l + (w[l] == '|');
+    }
+    snprintf(err, err_len, "%s: expected %s, got \"%s\"", env, list, tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
 }
 
 static tp_status_t check_value(const tp_config_entry_t *e, const char *text, char *err, size_t err_len)

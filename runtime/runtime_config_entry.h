@@ -24,6 +24,10 @@ enum {
     TP_CONFIG_SECRET = 1u << 4, /* its value is never printed (tprun --info shows "(set)") */
 };
 
+/* The check of a variable that takes one of words ('|' between them, "fatal|return"): else "TP_X: expected fatal or
+ * return, got "y"" in err (runtime_config.c). */
+tp_status_t tp_config_check_word(const char *env, const char *words, const char *text, char *err, size_t err_len);
+
 /* A component's table is an array of entries ended by one whose env is NULL ({NULL}). */
 typedef struct tp_config_entry {
     const char *env;           /* TP_BOOT_TIMEOUT */

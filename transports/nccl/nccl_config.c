@@ -1,14 +1,10 @@
 /* nccl_config.c: the NCCL collective provider's TP_* table (data: tprun links it to check and list the variables). */
-#include <stdio.h>
-#include <string.h>
 
 #include "runtime_config_entry.h"
 
 static tp_status_t check_order(const char *text, char *err, size_t err_len)
 {
-    if (strcmp(text, "exact") == 0 || strcmp(text, "nccl") == 0) return TP_OK;
-    snprintf(err, err_len, "TP_NCCL_ORDER: expected exact or nccl, got \"%.64s\"", text);
-    return TP_ERR_INVALID;
+    return tp_config_check_word("TP_NCCL_ORDER", "exact|nccl", text, err, err_len);
 }
 
 const tp_config_entry_t tp_nccl_config[] = {
