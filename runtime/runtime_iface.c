@@ -182,6 +182,25 @@ static tp_iface_state_t *state_of(tp_world_t *w)
     return w->iface_state;
 }
 
+/*
+ * The pair's addresses as the dialer tries them, best first (cands; *shared: how many on a /24 both have): this
+ * rank's interfaces against peer p's when this rank dials (p < rank), else p's against ours, as p computes them.
+ * theirs gets p's interfaces (*nt of them).
+ */
+static int pair_candidates(const tp_world_t *w, const tp_iface_state_t *st, int p, tp_iface_t *theirs, int *nt,
+                           char cands[][16], int *shared)
+{
+    char via[TP_IFACE_CANDIDATES][32];
+    int n = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX);
+    *nt = n > 0 ? n : 0;
+    *shared = 0;
+    if (p < w->rank)
+        return tp_iface_candidates(st->mine, st->nmine, theirs, *nt, w->peers[p].boot_ip, cands, via,
+                                   TP_IFACE_CANDIDATES, shared);
+    return tp_iface_candidates(theirs, *nt, st->mine, st->nmine, w->peers[w->rank].boot_ip, cands, via,
+                               TP_IFACE_CANDIDATES, shared);
+}
+
 void tp_iface_choose(tp_world_t *w, int p, char *addr, size_t len)
 {
     const char *colon = strrchr(addr, ':');
@@ -199,10 +218,8 @@ void tp_iface_choose(tp_world_t *w, int p, char *addr, size_t len)
     }
     if (p > w->rank) return; /* the peer dials this rank, on its own list */
     tp_iface_t theirs[TP_IFACES_MAX];
-    char cands[TP_IFACE_CANDIDATES][16], via[TP_IFACE_CANDIDATES][32];
-    int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX), shared = 0;
-    int n = tp_iface_candidates(st->mine, st->nmine, theirs, nt > 0 ? nt : 0, w->peers[p].boot_ip, cands, via,
-                                TP_IFACE_CANDIDATES, &shared);
+    char cands[TP_IFACE_CANDIDATES][16];
+    int nt, shared, n = pair_candidates(w, st, p, theirs, &nt, cands, &shared);
     if (shared == 0)
         tp_log(TP_LOG_WARN, "iface",
                "rank %d (host %s): no /24 shared with it (this rank: %s; it: %s)%s; using "
@@ -223,11 +240,8 @@ void tp_iface_predict_inbound(tp_world_t *w, int p)
         is_loopback_ip(w->peers[p].boot_ip))
         return;
     tp_iface_t theirs[TP_IFACES_MAX];
-    char cands[TP_IFACE_CANDIDATES][16], via[TP_IFACE_CANDIDATES][32];
-    int nt = tp_iface_parse(w->peers[p].ifaces, theirs, TP_IFACES_MAX), shared = 0;
-    /* the peer's own choice: its interfaces against ours, as tp_iface_choose runs on its side */
-    int n = tp_iface_candidates(theirs, nt > 0 ? nt : 0, st->mine, st->nmine, w->peers[w->rank].boot_ip, cands, via,
-                                TP_IFACE_CANDIDATES, &shared);
+    char cands[TP_IFACE_CANDIDATES][16];
+    int nt, shared, n = pair_candidates(w, st, p, theirs, &nt, cands, &shared); /* the peer's own choice */
     if (n == 0) return;
     const char *remote = w->peers[p].boot_ip;
     for (int j = 0; j < nt; j++)
