@@ -41,12 +41,13 @@ def fate_ms(n):
         return None
 
 
+# --gpus-per-rank 0: on a GPU host tprun would refuse more ranks than GPUs; what is measured is the launch.
 cases = {
     "fork": lambda n: [b + "/tests/bench/forkn", str(n), "/bin/true"],
-    "launch": lambda n: [b + "/tprun", "-n", str(n), "/bin/true"],
-    "boot": lambda n: [b + "/tprun", "-n", str(n), b + "/tests/bench/bench_rank", "boot"],
-    "call": lambda n: [b + "/tprun", "-n", str(n), b + "/tp-bench", "--ops", "allreduce", "--max-bytes", "16",
-                       "--iters", "1"],
+    "launch": lambda n: [b + "/tprun", "--gpus-per-rank", "0", "-n", str(n), "/bin/true"],
+    "boot": lambda n: [b + "/tprun", "--gpus-per-rank", "0", "-n", str(n), b + "/tests/bench/bench_rank", "boot"],
+    "call": lambda n: [b + "/tprun", "--gpus-per-rank", "0", "-n", str(n), b + "/tp-bench", "--ops", "allreduce",
+                       "--max-bytes", "16", "--iters", "1"],
 }
 samples = {(c, n): [] for c in list(cases) + ["fate"] for n in ns}
 # Issue 16's medians on the GPU host (16 idle cores, build 1e4250a), and its fail-fast ones (docs/SCALE.md):
