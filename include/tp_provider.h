@@ -143,7 +143,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 3
+#define TP_TRANSPORT_ABI 4
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -191,6 +191,7 @@ typedef struct tp_transport_peer {
 } tp_transport_peer_t;
 
 #define TP_TRANSPORT_IP_ENDPOINTS 1u /* its address is "ip:port": the runtime picks the interfaces to dial */
+#define TP_TRANSPORT_DELIVER      2u /* honours a receive's deliver: payload bytes are lent where they lie, not copied */
 
 typedef struct tp_transport_caps {
     uint32_t mem_types; /* bit (1u << tp_mem_type_t) for each memory type post can move */
@@ -215,6 +216,11 @@ typedef struct tp_xfer {
     size_t part_bytes; /* payload per frame */
     uint32_t first_part;
     tp_mem_type_t mem; /* where buf lives: post refuses a type the transport's caps lack */
+    /* Receive, on a transport with TP_TRANSPORT_DELIVER (others never see it set): payload bytes off.. of this
+     * transfer, in order, lent for the call's duration instead of copied into buf (the engine reduces them from the
+     * transport's memory); an error ends the transport's progress with it. NULL: copied into buf. */
+    tp_status_t (*deliver)(void *arg, size_t off, const void *bytes, size_t n);
+    void *deliver_arg;
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */

@@ -3,7 +3,10 @@
  * piece of slice j to owner j, the owner adds the contributions 0..N-1 part by part as they land in scratch, and
  * (all_reduce) sends each reduced part to every rank as soon as it is done.
  */
+#include <string.h>
+
 #include "coll_internal.h"
+#include "runtime_transports.h"
 
 /* Small calls: every rank gathers every vector by dissemination, then folds all N in rank order. */
 static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv, size_t count, size_t es)
@@ -92,6 +95,78 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
     return s == TP_OK ? coll_wait_all(c) : s;
 }
 
+/* Two ranks whose peer's bytes are lent where they land: each span is reduced with this rank's piece into dst at
+ * once, in rank order, with no copy into scratch; an element split across spans waits in carry. */
+typedef struct pair_reduce {
+    coll_call_t *c;
+    const uint8_t *own;
+    uint8_t *dst;
+    int own_first; /* this rank is the lower one: its piece is the left operand */
+    size_t es, carry_n;
+    uint8_t carry[16];
+    tp_xfer_t *gx; /* all_reduce: the reduced prefix goes to the peer as it grows */
+} pair_reduce_t;
+
+static tp_status_t pair_reduce_elems(pair_reduce_t *pr, size_t first, const void *theirs, size_t count)
+{
+    const void *srcs[2] = {pr->own + first * pr->es, theirs};
+    if (!pr->own_first) srcs[0] = theirs, srcs[1] = pr->own + first * pr->es;
+    tp_status_t s = pr->c->dev->reduce(pr->c->id.dtype, pr->c->id.op, pr->dst + first * pr->es, srcs, 2, count, NULL);
+    if (s == TP_OK && pr->gx != NULL) pr->gx->ready = (first + count) * pr->es;
+    return s;
+}
+
+static tp_status_t pair_reduce_deliver(void *arg, size_t off, const void *bytes, size_t n)
+{
+    pair_reduce_t *pr = arg;
+    const uint8_t *b = bytes;
+    size_t es = pr->es;
+    tp_status_t s = TP_OK;
+    if (pr->carry_n > 0) { /* complete the element the last span split */
+        size_t k = es - pr->carry_n < n ? es - pr->carry_n : n;
+        memcpy(pr->carry + pr->carry_n, b, k);
+        pr->carry_n += k, b += k, off += k, n -= k;
+        if (pr->carry_n < es) return TP_OK;
+        pr->carry_n = 0;
+        if ((s = pair_reduce_elems(pr, off / es - 1, pr->carry, 1)) != TP_OK) return s;
+    }
+    if (n / es > 0) s = pair_reduce_elems(pr, off / es, b, n / es);
+    memcpy(pr->carry, b + n / es * es, n % es);
+    pr->carry_n = n % es;
+    return s;
+}
+
+/* scatter_reduce for two ranks over a transport that lends what it receives (shared memory): one receive for the
+ * slice, reduced span by span as it arrives; the frames are the same parts the windowed path exchanges. */
+static tp_status_t scatter_reduce_pair(coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, void *dst,
+                                       int gather, uint8_t *dst_all)
+{
+    int me = c->comm->rank, p = 1 - me;
+    size_t es = sl->es, pbytes = sl->pe * es, mine = slice_count(sl, me), theirs = slice_count(sl, p);
+    pair_reduce_t pr = {.c = c, .own = pieces[me], .dst = dst, .own_first = me == 0, .es = es};
+    tp_xfer_t *rx = coll_xfer(c, p, 0, 0, NULL, mine * es, 0, pbytes);
+    if (rx == NULL) return TP_ERR_NO_MEMORY;
+    rx->deliver = pair_reduce_deliver;
+    rx->deliver_arg = &pr;
+    tp_status_t s = coll_post(c, rx);
+    if (s == TP_OK && gather)
+        s = coll_post(c, coll_xfer(c, p, 0, 1, dst_all + slice_first(sl, p) * es, theirs * es, 0, pbytes));
+    if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, (void *)pieces[p], theirs * es, 0, pbytes));
+    if (s == TP_OK && gather) {
+        pr.gx = coll_xfer(c, p, 1, 1, dst, mine * es, 0, pbytes);
+        if (pr.gx != NULL) pr.gx->ready = 0; /* raised as spans are reduced */
+        s = coll_post(c, pr.gx);
+    }
+    return s == TP_OK ? coll_wait_all(c) : s;
+}
+
+/* Whether the two-rank path applies: the peer's transport lends its bytes and the buffers are the host's. */
+static int pair_lends(coll_call_t *c, size_t es)
+{
+    return c->comm->size == 2 && es <= sizeof(((pair_reduce_t *)0)->carry) && c->dev->kind == TP_DEVICE_HOST &&
+           (tp_transports_flags(c->comm->world, c->comm->world_ranks[1 - c->comm->rank]) & TP_TRANSPORT_DELIVER);
+}
+
 void coll_slices_init(slices_t *sl, size_t count, int n, size_t es, size_t part_bytes)
 {
     sl->base = count / (size_t)n;
@@ -116,7 +191,9 @@ tp_status_t coll_all_reduce(coll_call_t *c, const void *send, void *recv, size_t
     coll_slices_init(&sl, count, n, es, c->part_bytes);
     const uint8_t **pc = c->cs->pieces;
     for (int j = 0; j < n; j++) pc[j] = (const uint8_t *)send + slice_first(&sl, j) * es;
-    return scatter_reduce(c, pc, &sl, (uint8_t *)recv + slice_first(&sl, c->comm->rank) * es, 1, recv);
+    uint8_t *dst = (uint8_t *)recv + slice_first(&sl, c->comm->rank) * es;
+    if (pair_lends(c, es)) return scatter_reduce_pair(c, pc, &sl, dst, 1, recv);
+    return scatter_reduce(c, pc, &sl, dst, 1, recv);
 }
 
 tp_status_t coll_reduce_scatter(coll_call_t *c, const void *send, void *recv, size_t count)
@@ -126,5 +203,6 @@ tp_status_t coll_reduce_scatter(coll_call_t *c, const void *send, void *recv, si
     slices_t sl = {.base = count, .rem = 0, .es = es, .pe = c->part_bytes / es > 0 ? c->part_bytes / es : 1};
     const uint8_t **pc = c->cs->pieces;
     for (int j = 0; j < n; j++) pc[j] = (const uint8_t *)send + (size_t)j * count * es;
+    if (pair_lends(c, es)) return scatter_reduce_pair(c, pc, &sl, recv, 0, NULL);
     return scatter_reduce(c, pc, &sl, recv, 0, NULL);
 }

@@ -536,6 +536,13 @@ void tp_transports_cancel(tp_world_t *w)
     for (int k = 0; k < t->n; k++) t->ops[k]->cancel(t->state[k]);
 }
 
+uint32_t tp_transports_flags(const tp_world_t *w, int peer)
+{
+    const tp_transports_t *t = w->transport_state;
+    int k = t->peer_tr[peer];
+    return k < 0 ? 0 : t->caps[k].flags;
+}
+
 const char *tp_transports_name(const tp_world_t *w, int peer, int *ip_endpoints)
 {
     const tp_transports_t *t = w->transport_state;

@@ -30,6 +30,8 @@ void tp_transports_close(tp_world_t *world);
 
 /* The data path the collectives use: each transfer goes through the transport chosen for its peer. */
 tp_status_t tp_transports_post(tp_world_t *world, tp_xfer_t *xfer);
+/* The caps flags (TP_TRANSPORT_*) of the transport that reaches peer (a world rank); 0 for this rank. */
+uint32_t tp_transports_flags(const tp_world_t *world, int peer);
 tp_status_t tp_transports_progress(tp_world_t *world, int wait);
 void tp_transports_cancel(tp_world_t *world);
 /* The name of the transport that reaches a world rank ("self" for this rank); *ip_endpoints (when not NULL) says

@@ -67,6 +67,12 @@ tests_shm_fault_LDADD = libtp.la
 tests_shm_fault_LDFLAGS = -no-install
 TESTS += tests/shm_fault.sh
 EXTRA_DIST += tests/shm_fault.sh
+check_PROGRAMS += tests/shm_lend
+tests_shm_lend_SOURCES = tests/shm_lend.c
+tests_shm_lend_LDADD = libtp.la
+tests_shm_lend_LDFLAGS = -no-install
+TESTS += tests/shm_lend.sh
+EXTRA_DIST += tests/shm_lend.sh
 # Hierarchical collectives on namespace hosts (root only, else 77): bits, placements, a rank killed mid-call.
 check_PROGRAMS += tests/coll_hier_loop
 tests_coll_hier_loop_SOURCES = tests/coll_hier_loop.c

@@ -20,11 +20,17 @@ static void ring_put(uint8_t *ring, size_t size, uint64_t pos, const void *src, 
     memcpy(ring, (const uint8_t *)src + first, n - first);
 }
 
-static void ring_get(void *dst, const uint8_t *ring, size_t size, uint64_t pos, size_t n)
+/* n ring bytes from pos to the receive x: lent to its deliver where they lie (two spans at the wrap), else copied. */
+static tp_status_t ring_get(tp_xfer_t *x, const uint8_t *ring, size_t size, uint64_t pos, size_t n)
 {
     size_t off = (size_t)(pos & (size - 1)), first = size - off < n ? size - off : n;
-    memcpy(dst, ring + off, first);
-    memcpy((uint8_t *)dst + first, ring, n - first);
+    if (x->deliver == NULL) {
+        memcpy((uint8_t *)x->buf + x->done, ring + off, first);
+        memcpy((uint8_t *)x->buf + x->done + first, ring, n - first);
+        return TP_OK;
+    }
+    tp_status_t s = x->deliver(x->deliver_arg, x->done, ring + off, first);
+    return s != TP_OK || n == first ? s : x->deliver(x->deliver_arg, x->done + first, ring, n - first);
 }
 
 /* Wakes a rank that armed its sleeping word: the fence orders this rank's publishing stores before the load. */
@@ -57,12 +63,15 @@ static void cells_put(shm_cell_t *cells, uint64_t c, const uint8_t *src, size_t 
     }
 }
 
-static void cells_get(uint8_t *dst, const shm_cell_t *cells, uint64_t c, size_t n)
+/* An inline payload to the receive x, through a private copy when it is lent (its cells are not contiguous). */
+static tp_status_t cells_get(tp_xfer_t *x, const shm_cell_t *cells, uint64_t c, size_t n)
 {
+    uint8_t tmp[SHM_INLINE_MAX], *dst = x->deliver != NULL ? tmp : (uint8_t *)x->buf + x->done;
     size_t first = n < SHM_CELL_FIRST ? n : SHM_CELL_FIRST;
     memcpy(dst, cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, first);
     for (size_t off = first; off < n; off += SHM_CELL_BODY)
         memcpy(dst + off, cells[++c % SHM_CELLS].body, n - off < SHM_CELL_BODY ? n - off : SHM_CELL_BODY);
+    return x->deliver != NULL ? x->deliver(x->deliver_arg, x->done, tmp, n) : TP_OK;
 }
 
 /* A lost peer ends both directions; a refused frame only the one from it (a desync report can still go out). */
@@ -310,7 +319,8 @@ static tp_status_t recv_ring(shm_peer_t *p, int rank, uint64_t *tail, int *moved
     tp_xfer_t *x = p->rx_cur;
     size_t take = h - *tail < p->rx_left ? (size_t)(h - *tail) : p->rx_left;
     if (take == 0) return TP_OK;
-    ring_get((uint8_t *)x->buf + x->done, p->in_ring, p->ring, *tail, take);
+    tp_status_t s = ring_get(x, p->in_ring, p->ring, *tail, take);
+    if (s != TP_OK) return s;
     *tail += take;
     x->done += take;
     p->rx_left -= take;
@@ -336,7 +346,17 @@ static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl)
         snprintf(why, sizeof(why), "its frame's payload is at an unknown place %llu", (unsigned long long)via[0]);
         return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
     }
-    tp_status_t s = shm_cma_read(p, (uint8_t *)x->buf + x->done, fl, via[1], why, sizeof(why));
+    tp_status_t s = TP_OK;
+    if (x->deliver == NULL) {
+        s = shm_cma_read(p, (uint8_t *)x->buf + x->done, fl, via[1], why, sizeof(why));
+    } else { /* a lent receive has no buffer: the sender's bytes come through a bounce, a chunk at a time */
+        uint8_t bounce[SHM_CMA_BOUNCE];
+        for (size_t off = 0; off < fl && s == TP_OK; off += SHM_CMA_BOUNCE) {
+            size_t n = fl - off < SHM_CMA_BOUNCE ? fl - off : SHM_CMA_BOUNCE;
+            s = shm_cma_read(p, bounce, n, via[1] + off, why, sizeof(why));
+            if (s == TP_OK && (s = x->deliver(x->deliver_arg, x->done + off, bounce, n)) != TP_OK) return s;
+        }
+    }
     if (s != TP_OK) return shm_fail(p, rank, s, why);
     x->done += fl;
     p->in_cells_next++;
@@ -362,7 +382,7 @@ static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *move
         p->hdr_have = 0;
         *moved = 1;
         if (fl <= SHM_INLINE_MAX) {
-            cells_get((uint8_t *)x->buf + x->done, p->in_cells, p->in_cells_next, fl);
+            if ((s = cells_get(x, p->in_cells, p->in_cells_next, fl)) != TP_OK) break;
             x->done += fl;
             p->in_cells_next += cells_for(fl);
             recv_finish_frame(p, x);
