@@ -81,6 +81,11 @@ static struct {
     char suspect_reason[FATE_MSG_MAX];
     int64_t suspect_until; /* when it stops waiting for rank 0's verdict and decides itself */
     int64_t relay_at;      /* rank 0: when finalize news goes out, 0 when none is due */
+    /* TP_LOG_LEVEL=debug: when each stage of ending on a failure ran here (CLOCK_MONOTONIC ns), for benchmarks */
+    struct {
+        int64_t woke, decided, sent_first, sent_last, quiesced, logged, called;
+        const char *via;
+    } stage;
 } fate = {.lock = PTHREAD_MUTEX_INITIALIZER,
           .done_cond = PTHREAD_COND_INITIALIZER,
           .verdict_cond = PTHREAD_COND_INITIALIZER,
@@ -149,9 +154,17 @@ static void fate_die(const tp_failure_t *f)
            "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting "
            "with status %d",
            f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s", TP_EXIT_PEER_FAILED);
+    fate.stage.logged = tp_now_ns();
     run_callbacks(f);
     flush_stream(stdout);
     flush_stream(stderr);
+    fate.stage.called = tp_now_ns();
+    tp_log(TP_LOG_DEBUG, "fate",
+           "stages (monotonic ns): woke %lld via %s decided %lld sent %lld-%lld quiesced %lld logged %lld "
+           "called %lld exit %lld",
+           (long long)fate.stage.woke, fate.stage.via ? fate.stage.via : "-", (long long)fate.stage.decided,
+           (long long)fate.stage.sent_first, (long long)fate.stage.sent_last, (long long)fate.stage.quiesced,
+           (long long)fate.stage.logged, (long long)fate.stage.called, (long long)tp_now_ns());
     _exit(TP_EXIT_PEER_FAILED);
 }
 
@@ -181,6 +194,7 @@ static void decide_status(int rank, tp_status_t status, const char *reason)
     tp_world_t *w = fate.world;
     if (atomic_load(&fate.verdict) || fate.deciding) return; /* only the fate thread decides */
     fate.deciding = 1;
+    fate.stage.decided = tp_now_ns();
     int known = rank >= 0 && rank < w->size;
     snprintf(fate.failure_host, sizeof(fate.failure_host), "%s", known ? w->peers[rank].host : "");
     snprintf(fate.failure_reason, sizeof(fate.failure_reason), "%s", reason);
@@ -189,14 +203,17 @@ static void decide_status(int rank, tp_status_t status, const char *reason)
     fate.failure_status = tp_fate_status(status) ? status : TP_ERR_PEER_FAILED;
     /* Out before this rank can act on it (once its call returns, the engine may exit at once): rank 0 tells every
      * rank; another rank that decided itself tells rank 0, which reads it before this rank's end. */
+    fate.stage.sent_first = tp_now_ns();
     if (w->rank == 0) {
         for (int r = 1; r < w->size; r++)
             if (fate.peers[r].fd >= 0) tp_wire_send_fail(fate.peers[r].fd, &fate.failure, fate.failure_status);
     } else if (rank != 0 && fate.peers[0].fd >= 0) {
         tp_wire_send_fail(fate.peers[0].fd, &fate.failure, fate.failure_status);
     }
+    fate.stage.sent_last = tp_now_ns();
     if (!fate.errors_return) {
         quiesce_connections();
+        fate.stage.quiesced = tp_now_ns();
         fate_die(&fate.failure);
     }
     const tp_failure_t *f = &fate.failure;
@@ -351,6 +368,7 @@ static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int f
         close(p->pidfd);
         p->pidfd = -1;
         if (finalizing || p->bye) continue;
+        fate.stage.via = "pidfd";
         if (st < 0 || teardown_signal(st)) p->ended_at = now;
         else if (WIFSIGNALED(st)) decide(r, ENDED_WITHOUT_FINALIZE); /* killed: no rank ends so because of another */
         else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED))
@@ -370,6 +388,7 @@ static int read_peer(int r, int64_t now)
             close(p->fd);
             p->fd = -1;
             if (p->bye) return 0;              /* it finished its work and called tp_finalize */
+            fate.stage.via = "eof";
             decide(r, ENDED_WITHOUT_FINALIZE); /* its own connection: nobody else can say more */
             return 0;
         }
@@ -390,7 +409,10 @@ static int read_peer(int r, int64_t now)
             if (r == 0 && !to_zero) return 1;
             decide(r, "sent a finalize acknowledgement it may not send");
             break;
-        case TP_MSG_FAIL: on_fail_msg(r, p->reader.payload, now); break;
+        case TP_MSG_FAIL:
+            fate.stage.via = "fail";
+            on_fail_msg(r, p->reader.payload, now);
+            break;
         case TP_MSG_STOP:
             if (r == 0 && !to_zero) on_stop_msg(p->reader.payload);
             else decide(r, "sent finalize news only rank 0 may send");
@@ -468,7 +490,7 @@ static void *fate_main(void *arg)
         int ms = until > now ? (int)((until - now + 999999) / 1000000) : 0;
         int rc = poll(pfd, (nfds_t)n, ms);
         if (rc < 0 && errno != EINTR) decide(-1, "poll failed in the fate thread");
-        now = tp_now_ns();
+        now = fate.stage.woke = tp_now_ns();
         /* Messages first: a FAIL names the cause, and arrives before its sender's own end is visible. */
         for (int i = 1; rc > 0 && i < n; i++)
             if (pfd[i].revents && who[i] >= 0 && fate.peers[who[i]].fd >= 0 && service_peer(who[i], now)) goto finished;
