@@ -63,13 +63,19 @@ void tp_fate_blame(int world_rank, tp_status_t status, const char *reason)
     wake();
 }
 
+int64_t tp_fate_interval_ns(const tp_world_t *w)
+{
+    int64_t quarter = (int64_t)(w->heartbeat_timeout_s * 1e9) / 4;
+    return quarter > 1000000 ? quarter : 1000000;
+}
+
 tp_status_t tp_fate_start(tp_world_t *w)
 {
     if (w->size == 1) return TP_OK;
     tp_fate.world = w;
     tp_fate.errors_return = w->errors_return;
     tp_fate.timeout_ns = (int64_t)(w->heartbeat_timeout_s * 1e9);
-    tp_fate.interval_ns = tp_fate.timeout_ns / 4 > 1000000 ? tp_fate.timeout_ns / 4 : 1000000;
+    tp_fate.interval_ns = tp_fate_interval_ns(w);
     tp_fate.peers = calloc((size_t)w->size, sizeof(*tp_fate.peers));
     if (tp_fate.peers == NULL) return TP_ERR_NO_MEMORY;
     int64_t now = tp_now_ns();

@@ -20,12 +20,19 @@
 
 static void decide(int rank, const char *reason) { tp_fate_decide(rank, TP_ERR_PEER_FAILED, reason, 0); }
 
+static void send_empty(int fd, tp_msg_type_t type) { tp_wire_send_msg(fd, type, NULL, 0, tp_now_ns() + 100000000); }
+
 static void broadcast(tp_msg_type_t type)
 {
     tp_world_t *w = tp_fate.world;
     for (int r = 0; r < w->size; r++)
-        if (r != w->rank && tp_fate.peers[r].fd >= 0)
-            tp_wire_send_msg(tp_fate.peers[r].fd, type, NULL, 0, tp_now_ns() + 100000000);
+        if (r != w->rank && tp_fate.peers[r].fd >= 0) send_empty(tp_fate.peers[r].fd, type);
+}
+
+void tp_fate_beat(const int *fds, int n, int skip)
+{
+    for (int r = 0; r < n; r++)
+        if (r != skip && fds[r] >= 0) send_empty(fds[r], TP_MSG_HEARTBEAT);
 }
 
 static int all_bye(int self_finalizing)
