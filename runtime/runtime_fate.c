@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime_fate.h"
 #include "runtime_fate_internal.h"
 #include "runtime_log.h"
 #include "runtime_stop.h"

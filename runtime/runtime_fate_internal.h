@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "runtime_fate.h"
+#include "runtime_world.h"
 #include "runtime_wire.h"
 
 #define FATE_CALLBACKS_MAX 64

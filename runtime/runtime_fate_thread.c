@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "runtime_fate.h"
 #include "runtime_fate_internal.h"
 #include "runtime_log.h"
 #include "runtime_proc.h"

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "runtime_fate.h"
 #include "runtime_fate_internal.h"
 #include "runtime_log.h"
 #include "runtime_stop.h"
