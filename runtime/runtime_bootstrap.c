@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime_config.h"
+#include "runtime_fate.h"
 #include "runtime_iface.h"
 #include "topo_report.h"
 #include "runtime_log.h"
@@ -262,6 +264,16 @@ static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *che
     return TP_OK;
 }
 
+/* TP_TEST_TABLE_DELAY: seconds rank 0 waits after each table it sends, so tests see a slow bootstrap's end. */
+static double test_table_delay(void)
+{
+    const char *text = tp_config_value("TP_TEST_TABLE_DELAY");
+    double s = 0;
+    char err[128]; /* tp_init checked the environment already */
+    if (text != NULL && tp_config_parse_seconds("TP_TEST_TABLE_DELAY", text, &s, err, sizeof(err)) != TP_OK) s = 0;
+    return s;
+}
+
 static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns, tp_checkin_t *checkins)
 {
     size_t cap = (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX, used = 0;
@@ -276,8 +288,15 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
         }
         used += (size_t)n;
     }
-    int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
+    int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s), beat = tp_fate_interval_ns(w);
+    int64_t next_beat = tp_now_ns() + beat;
+    double delay_s = test_table_delay();
     for (int i = 0; i < nconns; i++) {
+        /* Ranks served already run fate and count rank 0 silent after TP_HEARTBEAT_TIMEOUT: they hear from it. */
+        if (tp_now_ns() >= next_beat) {
+            tp_fate_beat(w->fate_fds, w->size, 0);
+            next_beat = tp_now_ns() + beat;
+        }
         if (conns[i].fd < 0 || conns[i].state != CONN_IN) continue;
         /* room for the whole table: a rank that is slow to read it does not hold up the others' (and fate's start,
          * whose heartbeats the first ranks served already count on) */
@@ -291,6 +310,8 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
         }
         w->fate_fds[conns[i].rank] = conns[i].fd;
         conns[i].fd = -1; /* kept open for the fate path */
+        if (delay_s > 0)
+            nanosleep(&(struct timespec){(time_t)delay_s, (long)((delay_s - (time_t)delay_s) * 1e9)}, NULL);
     }
     free(table);
     return TP_OK;

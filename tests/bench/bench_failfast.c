@@ -27,7 +27,7 @@ typedef struct capture {
 } capture_t;
 
 typedef struct options {
-    int n, victim, sig, reps, torchrun, min_right;
+    int n, victim, sig, reps, torchrun, min_right, stages;
     double settle_s, ready_timeout_s, gone_timeout_s;
     const char *label, *name_first, *name_regex;
     char **cmd;
@@ -40,6 +40,7 @@ typedef struct job {
     pid_t child[MAX_RANKS];   /* the driver's own children, to reap */
     int num_children;
     int ready;
+    int64_t t0, gone_at[MAX_RANKS + 1]; /* CLOCK_MONOTONIC: the failure, and when each rank (then the launcher) went */
     capture_t out, err;
 } job_t;
 
@@ -297,7 +298,7 @@ static int run_once(const options_t *o, result_t *res, job_t *j)
         close_job(j, o); /* a port taken between the probe and the bind: try another */
     }
     int n = o->n, *fds = j->pidfd;
-    int64_t gone_at[MAX_RANKS + 1] = {0};
+    int64_t *gone_at = j->gone_at;
     int open_out = 1, open_err = 1;
     int64_t settle_end = now_ns() + (int64_t)(o->settle_s * 1e9), t0 = 0, deadline = INT64_MAX;
     for (;;) {
@@ -339,6 +340,7 @@ static int run_once(const options_t *o, result_t *res, job_t *j)
             }
         }
     }
+    j->t0 = t0;
     if (fds[o->victim] >= 0) {
         struct pollfd p = {.fd = fds[o->victim], .events = POLLIN};
         if (poll(&p, 1, 0) == 1) gone_at[o->victim] = now_ns(), close(fds[o->victim]), fds[o->victim] = -1;
@@ -372,6 +374,60 @@ static int run_once(const options_t *o, result_t *res, job_t *j)
     return 0;
 }
 
+enum { ST_WOKE, ST_DECIDED, ST_SENT_FIRST, ST_SENT_LAST, ST_QUIESCED, ST_LOGGED, ST_CALLED, ST_EXIT, ST_GONE, ST_N };
+static const char *const stage_names[ST_N] = {"woke",   "decided", "sent",   "sent-all", "quiesced",
+                                              "logged", "called",  "exit()", "gone"};
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --stages: the ranks' "fate: stages" debug lines (TP_LOG_LEVEL=debug), as ms after the failure: rank 0's own, then
+ * the survivors' median and worst of each stage, so where the time between the kill and the last exit goes shows. */
+static void print_stages(const job_t *j, const options_t *o, int rep)
+{
+    static double surv[ST_N][MAX_RANKS];
+    double zero[ST_N];
+    char zero_via[16] = "-";
+    int k = 0, have_zero = 0;
+    for (const char *line = j->err.buf; *line;) {
+        const char *nl = strchrnul(line, '\n'), *at = strstr(line, "fate: stages (monotonic ns): ");
+        long long v[ST_N] = {0};
+        char via[16];
+        int r;
+        if (at != NULL && at < nl && sscanf(line, "%*s rank %d", &r) == 1 && r >= 0 && r < o->n && r != o->victim &&
+            sscanf(at, "fate: stages (monotonic ns): woke %lld via %15s decided %lld sent %lld-%lld quiesced %lld "
+                       "logged %lld called %lld exit %lld",
+                   &v[ST_WOKE], via, &v[ST_DECIDED], &v[ST_SENT_FIRST], &v[ST_SENT_LAST], &v[ST_QUIESCED],
+                   &v[ST_LOGGED], &v[ST_CALLED], &v[ST_EXIT]) == 9) {
+            v[ST_GONE] = j->gone_at[r];
+            double *dst = r == 0 ? zero : (double *)NULL;
+            for (int s = 0; s < ST_N; s++) {
+                double ms = v[s] > 0 ? (double)(v[s] - j->t0) / 1e6 : -1;
+                if (dst != NULL) dst[s] = ms;
+                else surv[s][k] = ms;
+            }
+            if (r == 0) have_zero = 1, snprintf(zero_via, sizeof(zero_via), "%s", via);
+            else k++;
+        }
+        line = *nl ? nl + 1 : nl;
+    }
+    fprintf(stderr, "stages %s N=%d rep %d: victim gone %.2f ms", o->label, o->n, rep,
+            j->gone_at[o->victim] ? (double)(j->gone_at[o->victim] - j->t0) / 1e6 : -1.0);
+    if (have_zero) {
+        fprintf(stderr, "; rank 0 (via %s):", zero_via);
+        for (int s = 0; s < ST_N; s++) fprintf(stderr, " %s %.2f", stage_names[s], zero[s]);
+    }
+    fprintf(stderr, "; %d survivors, median/worst:", k);
+    for (int s = 0; s < ST_N && k > 0; s++) {
+        qsort(surv[s], (size_t)k, sizeof(double), cmp_double);
+        fprintf(stderr, " %s %.2f/%.2f", stage_names[s], surv[s][k / 2], surv[s][k - 1]);
+    }
+    fprintf(stderr, "\n");
+}
+
 /* The job's output for the record: stderr whole, stdout without the ready lines. */
 static void log_output(const job_t *j, const options_t *o, int rep)
 {
@@ -400,6 +456,8 @@ static void usage(void)
             "  --name-first PREFIX  check only the first stderr line starting with PREFIX against --name-regex\n"
             "  --name-regex RE      the launcher's message must match RE (POSIX ERE; %%p is the victim's pid)\n"
             "  --min-right K        named correctly needs K survivor lines naming the victim (default 0)\n"
+            "  --stages             run the ranks with TP_LOG_LEVEL=debug and print, per repetition, when each stage\n"
+            "                       of the survivors' end ran (ms after the failure: rank 0, then median/worst)\n"
             "Prints: label N signal rep gone_ms launcher_ms victim_ms hung victim_left status launcher_ok right wrong "
             "named\n");
     exit(2);
@@ -425,8 +483,8 @@ int main(int argc, char **argv)
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--torchrun") == 0) {
-            o.torchrun = 1;
+        if (strcmp(a, "--torchrun") == 0 || strcmp(a, "--stages") == 0) {
+            *(a[2] == 't' ? &o.torchrun : &o.stages) = 1;
             continue;
         }
         if (v == NULL) usage();
@@ -448,6 +506,7 @@ int main(int argc, char **argv)
     if (i + 1 >= argc || o.n < 2 || o.n > MAX_RANKS || o.victim < 0 || o.victim >= o.n || o.sig < 0 || o.reps < 1)
         usage();
     o.cmd = argv + i + 1;
+    if (o.stages) setenv("TP_LOG_LEVEL", "debug", 1);
     signal(SIGPIPE, SIG_IGN);
     int failed = 0;
     for (int rep = 0; rep < o.reps; rep++) {
@@ -462,6 +521,7 @@ int main(int argc, char **argv)
                    o.sig == SIGKILL ? "KILL" : "STOP", rep, res.gone_ms, res.launcher_ms, res.victim_ms, res.hung,
                    res.victim_left, res.status[0] ? res.status : "-", res.launcher_ok, res.right, res.wrong, res.named);
             if (getenv("BENCH_FAILFAST_LOG")) log_output(j, &o, rep);
+            if (o.stages) print_stages(j, &o, rep);
             close_job(j, &o);
         }
         fflush(stdout);
