@@ -229,6 +229,9 @@ typedef struct tp_xfer {
     uint8_t wire[TP_FRAME_HEADER_BYTES];
 } tp_xfer_t;
 
+/* A transport's post: x starts over (nothing moved, no frame begun), its parts at most max_part bytes (the env's
+ * part_bytes), and joins the end of the queue *head .. *tail (linked through next). */
+TP_API void tp_xfer_enqueue(tp_xfer_t *x, uint64_t max_part, tp_xfer_t **head, tp_xfer_t **tail);
 /* Payload bytes of x's frame that starts at payload offset base: part_bytes, or what is left of len. */
 TP_API size_t tp_xfer_frame_len(const tp_xfer_t *x, size_t base);
 /* Payload bytes of that frame the caller has produced (x->ready): a frame may start before all of it exists. */

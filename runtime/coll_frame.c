@@ -153,6 +153,18 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
     return TP_OK;
 }
 
+void tp_xfer_enqueue(tp_xfer_t *x, uint64_t max_part, tp_xfer_t **head, tp_xfer_t **tail)
+{
+    x->done = 0;
+    x->complete = 0;
+    x->frame_off = 0;
+    x->next = NULL;
+    if (x->part_bytes == 0 || x->part_bytes > max_part) x->part_bytes = max_part;
+    if (*tail != NULL) (*tail)->next = x;
+    else *head = x;
+    *tail = x;
+}
+
 size_t tp_xfer_frame_len(const tp_xfer_t *x, size_t base)
 {
     return x->len - base < x->part_bytes ? x->len - base : x->part_bytes;

@@ -110,15 +110,8 @@ tp_status_t shm_post(void *state, tp_xfer_t *x)
     tp_status_t s = p->use ? TP_OK : shm_connect_peer(st, x->peer); /* connections on demand */
     if (s != TP_OK) return s;
     if (x->is_send ? p->send_broken != TP_OK : p->broken != TP_OK) return x->is_send ? p->send_broken : p->broken;
-    x->done = 0;
-    x->complete = 0;
-    x->frame_off = 0;
-    x->next = NULL;
-    if (x->part_bytes == 0 || x->part_bytes > st->env.part_bytes) x->part_bytes = st->env.part_bytes;
-    tp_xfer_t **head = x->is_send ? &p->send_head : &p->recv_head, **tail = x->is_send ? &p->send_tail : &p->recv_tail;
-    if (*tail) (*tail)->next = x;
-    else *head = x;
-    *tail = x;
+    if (x->is_send) tp_xfer_enqueue(x, st->env.part_bytes, &p->send_head, &p->send_tail);
+    else tp_xfer_enqueue(x, st->env.part_bytes, &p->recv_head, &p->recv_tail);
     return TP_OK;
 }
 

@@ -34,19 +34,10 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
     tp_status_t s = c->fd < 0 || c->sfd < 0 ? tcp_links_need(st, x->peer) : TP_OK; /* connections on demand */
     if (s != TP_OK) return s;
     if (x->is_send ? c->send_broken != TP_OK : c->broken != TP_OK) return x->is_send ? c->send_broken : c->broken;
-    x->done = 0;
-    x->complete = 0;
-    x->frame_off = 0;
-    x->next = NULL;
-    if (x->part_bytes == 0 || x->part_bytes > st->env.part_bytes) x->part_bytes = st->env.part_bytes;
     if (x->is_send) {
-        if (c->send_tail) c->send_tail->next = x;
-        else c->send_head = x;
-        c->send_tail = x;
+        tp_xfer_enqueue(x, st->env.part_bytes, &c->send_head, &c->send_tail);
     } else {
-        if (c->recv_tail) c->recv_tail->next = x;
-        else c->recv_head = x;
-        c->recv_tail = x;
+        tp_xfer_enqueue(x, st->env.part_bytes, &c->recv_head, &c->recv_tail);
         c->held = 0; /* a waiting header may match this one */
     }
     return TP_OK;
