@@ -86,10 +86,13 @@ static int hier_choice(coll_call_t *c, const coll_hier_t *h, size_t bytes)
         if (halves) return 0;
         if (coll_all_reduce_is_small(c, c->id.count)) return on;
         return h->uniform && h->blocks;
-    case TP_COLL_REDUCE_SCATTER: /* bytes: one rank's block; auto: what a rank sends flat is large */
-        if (halves || (!on && bytes * (size_t)(n - 1) <= COLL_SMALL_BYTES)) return 0;
-        return h->uniform && h->blocks; /* the fold crosses hosts in rank order, a column of each */
-    case TP_COLL_BROADCAST: /* auto: small calls keep dissemination */ return on || bytes > COLL_SMALL_BYTES;
+    case TP_COLL_REDUCE_SCATTER:
+        /* the fold crosses hosts in rank order, a column of each; bytes: one rank's block; auto: large calls where a
+         * rank's column (m blocks between hosts) is fewer than flat's w (m - 1) */
+        if (halves || !h->uniform || !h->blocks) return 0;
+        return on || (bytes * (size_t)(n - 1) > COLL_SMALL_BYTES && h->width * (h->hosts - 1) > h->hosts);
+    case TP_COLL_BROADCAST: /* auto: large calls on interleaved ranks, where the flat chain crosses hosts each hop */
+        return on || (bytes > COLL_SMALL_BYTES && !h->blocks);
     default: return 0;
     }
 }
