@@ -64,17 +64,17 @@ coll_hier_t *coll_hier_find(tp_comm_t *comm)
 void coll_hier_free(coll_hier_t *h)
 {
     if (h == NULL) return;
+    free(h->fold);
     free(h->start_of);
     free(h);
 }
 
 const coll_hier_t *coll_hier_of(coll_call_t *c) { return c->cs->hier->active ? c->cs->hier : NULL; }
 
-int coll_hier_wanted(coll_call_t *c, size_t bytes)
+static int hier_choice(coll_call_t *c, const coll_hier_t *h, size_t bytes)
 {
-    const coll_hier_t *h = coll_hier_of(c);
-    if (h == NULL || bytes == 0) return 0;
     int n = c->comm->size, on = h->mode == COLL_HIER_ON;
+    int halves = c->id.dtype == TP_BF16 || c->id.dtype == TP_F16;
     switch (c->id.coll) {
     case TP_COLL_ALL_GATHER:
     case TP_COLL_ALL_GATHERV:
@@ -83,11 +83,31 @@ int coll_hier_wanted(coll_call_t *c, size_t bytes)
         return h->uniform; /* pairs by local index: any placement, as many ranks on each host */
     case TP_COLL_ALL_REDUCE:
         /* bf16 and f16 fold in f32 and round once: a partial carried between hosts would round early */
-        if (c->id.dtype == TP_BF16 || c->id.dtype == TP_F16) return 0;
+        if (halves) return 0;
         if (coll_all_reduce_is_small(c, c->id.count)) return on;
         return h->uniform && h->blocks;
+    case TP_COLL_REDUCE_SCATTER:
+        /* the fold crosses hosts in rank order, a column of each; bytes: one rank's block; auto: large calls where a
+         * rank's column (m blocks between hosts) is fewer than flat's w (m - 1) */
+        if (halves || !h->uniform || !h->blocks) return 0;
+        return on || (bytes * (size_t)(n - 1) > COLL_SMALL_BYTES && h->width * (h->hosts - 1) > h->hosts);
+    case TP_COLL_BROADCAST: /* auto: large calls on interleaved ranks, where the flat chain crosses hosts each hop */
+        return on || (bytes > COLL_SMALL_BYTES && !h->blocks);
     default: return 0;
     }
+}
+
+int coll_hier_wanted(coll_call_t *c, size_t bytes)
+{
+    const coll_hier_t *h = coll_hier_of(c);
+    if (h == NULL || bytes == 0 || !hier_choice(c, h, bytes)) return 0;
+    unsigned bit = 1u << c->id.coll;
+    if (!(c->cs->hier->said & bit)) { /* once per collective, so a run's log shows which ones went this way */
+        c->cs->hier->said |= bit;
+        tp_log(TP_LOG_DEBUG, "coll", "comm %u: %s goes hierarchical (first: %s count %llu)", c->comm->comm_id,
+               tp_coll_name(c->id.coll), tp_dtype_name(c->id.dtype), (unsigned long long)c->id.count);
+    }
+    return 1;
 }
 
 /* Rank of local index j on host g. */
@@ -127,6 +147,50 @@ tp_status_t coll_hier_gather(coll_call_t *c, void *const *blocks, const size_t *
                 if (j != i) fwd[g * w + j]->ready = got;
         }
         if (busy) s = coll_progress(c);
+    }
+    return s == TP_OK ? coll_wait_all(c) : s;
+}
+
+/* Leader of host g for a broadcast from root: the root on its own host, else the host's first rank. */
+static int bcast_leader(const coll_hier_t *h, int g, int root) { return g == h->host_of[root] ? root : h->first[g]; }
+
+/*
+ * Broadcast: every pair first trades an empty frame (ranks that disagree on the root see it in each other's headers
+ * and fail instead of waiting, as the flat one does); then the root's host, then each next host in turn: the leader
+ * receives from the previous host's leader and forwards each part as it arrives to the next leader and to its own
+ * host's ranks. The bytes cross between hosts once per host, whatever the placement.
+ */
+tp_status_t coll_hier_broadcast(coll_call_t *c, void *buf, size_t bytes, int root)
+{
+    const coll_hier_t *h = coll_hier_of(c);
+    int me = c->comm->rank, n = c->comm->size, m = h->hosts, gr = h->host_of[root], g0 = h->host_of[me];
+    int lead = bcast_leader(h, g0, root);
+    tp_status_t s = TP_OK;
+    for (int p = 0; p < n && s == TP_OK; p++) {
+        if (p == me) continue;
+        s = coll_post(c, coll_xfer(c, p, 0, 1, NULL, 0, 0, 0));
+        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 1, NULL, 0, 0, 0));
+    }
+    tp_xfer_t *in = NULL, **out = c->cs->xb;
+    int nout = 0;
+    if (s == TP_OK && me != root) {
+        int from = me != lead ? lead : bcast_leader(h, (g0 - 1 + m) % m, root);
+        s = coll_post(c, in = coll_xfer(c, from, 0, 0, buf, bytes, 0, 0));
+    }
+    if (s == TP_OK && me == lead && (g0 + 1) % m != gr)
+        out[nout++] = coll_xfer(c, bcast_leader(h, (g0 + 1) % m, root), 1, 0, buf, bytes, 0, 0);
+    for (int j = 0; j < h->count[g0] && me == lead; j++) {
+        int p = member(h, g0, j);
+        if (p != me) out[nout++] = coll_xfer(c, p, 1, 0, buf, bytes, 0, 0);
+    }
+    for (int o = 0; o < nout && s == TP_OK; o++) {
+        if (out[o] != NULL && in != NULL) out[o]->ready = 0; /* forwarded as it arrives */
+        s = coll_post(c, out[o]);
+    }
+    while (s == TP_OK && in != NULL && nout > 0) {
+        for (int o = 0; o < nout; o++) out[o]->ready = in->complete ? bytes : in->done;
+        if (in->complete) break;
+        s = coll_progress(c);
     }
     return s == TP_OK ? coll_wait_all(c) : s;
 }

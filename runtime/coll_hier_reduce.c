@@ -10,9 +10,6 @@
  */
 #include "coll_hier.h"
 
-/* Steps: a pair of ranks carries each at most once per part. */
-enum { STEP_PIECE = 0, STEP_RESULT = 1, STEP_PARTIAL = 2, STEP_FINAL = 3, STEP_RAW = 4 };
-
 static tp_status_t small_reduce(coll_call_t *c, const coll_hier_t *h, const void *send, void *recv, size_t count)
 {
     int me = c->comm->rank, n = c->comm->size, g0 = h->host_of[me], lead = h->first[g0], m = h->hosts;
@@ -66,42 +63,54 @@ static tp_status_t small_reduce(coll_call_t *c, const coll_hier_t *h, const void
     return s == TP_OK ? coll_wait_all(c) : s;
 }
 
-/* The chain's view from rank (g, i): its host's ranks start at base, w of them. */
-typedef struct chain {
-    slices_t sl;
-    int g, i, w, m, base;
-    int prev, next, fin_from; /* -1 when none */
-} chain_t;
-
-/* How much of part k has come in from every source (elements), at most m. */
-static size_t chain_have(coll_call_t *c, const chain_t *ch, size_t k, size_t m)
+/* Slot of source j (this host's ranks, then prev) for part k, NULL for this rank and a missing prev. */
+static tp_xfer_t **chain_rx(coll_call_t *c, const chain_t *ch, int j, size_t k)
 {
-    size_t have = m, es = ch->sl.es;
-    tp_xfer_t **rx = c->cs->xa;
-    for (int j = 0; j <= ch->w; j++) {
+    int p = j < ch->w ? ch->base + j : ch->prev;
+    if ((j < ch->w && j == ch->i) || p < 0) return NULL;
+    return &c->cs->xa[p * COLL_WINDOW + k % COLL_WINDOW];
+}
+
+tp_status_t coll_hier_chain_slots(coll_call_t *c, const chain_t *ch, size_t parts)
+{
+    size_t es = ch->sl.es, pbytes = ch->sl.pe * es;
+    tp_status_t s = TP_OK;
+    for (int j = 0; j <= ch->w && s == TP_OK; j++) {
         int p = j < ch->w ? ch->base + j : ch->prev;
-        if ((j < ch->w && j == ch->i) || p < 0) continue;
-        tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
-        size_t got = x->complete ? m : x->done / es;
+        if (chain_rx(c, ch, j, 0) == NULL) continue;
+        for (size_t k = 0; k < parts && k < COLL_WINDOW && s == TP_OK; k++) {
+            tp_xfer_t **x = chain_rx(c, ch, j, k);
+            *x = coll_xfer(c, p, 0, j < ch->w ? STEP_PIECE : STEP_PARTIAL, coll_slot(c, p, (int)k),
+                           slice_part_elems(ch->block, ch->sl.pe, k % ch->ppb) * es, (uint32_t)k, pbytes);
+            s = coll_post(c, *x);
+        }
+    }
+    return s;
+}
+
+size_t coll_hier_chain_have(coll_call_t *c, const chain_t *ch, size_t k, size_t m)
+{
+    size_t have = m;
+    for (int j = 0; j <= ch->w; j++) {
+        tp_xfer_t **x = chain_rx(c, ch, j, k);
+        if (x == NULL) continue;
+        size_t got = (*x)->complete ? m : (*x)->done / ch->sl.es;
         if (got < have) have = got;
     }
     return have;
 }
 
-/* Part k is folded: each source's slot takes part k + window (once its receive is complete). */
-static tp_status_t chain_repost(coll_call_t *c, const chain_t *ch, size_t k, size_t parts, size_t mine)
+tp_status_t coll_hier_chain_repost(coll_call_t *c, const chain_t *ch, size_t k, size_t parts)
 {
-    tp_xfer_t **rx = c->cs->xa;
     tp_status_t s = TP_OK;
     for (int j = 0; j <= ch->w && s == TP_OK; j++) {
-        int p = j < ch->w ? ch->base + j : ch->prev;
-        if ((j < ch->w && j == ch->i) || p < 0) continue;
-        tp_xfer_t *x = rx[p * COLL_WINDOW + k % COLL_WINDOW];
+        tp_xfer_t **rx = chain_rx(c, ch, j, k), *x = rx != NULL ? *rx : NULL;
+        if (x == NULL) continue;
         if (!x->complete) {
             s = coll_progress(c), j--;
         } else if (k + COLL_WINDOW < parts) {
             size_t k2 = k + COLL_WINDOW;
-            x->len = slice_part_elems(mine, ch->sl.pe, k2) * ch->sl.es;
+            x->len = slice_part_elems(ch->block, ch->sl.pe, k2 % ch->ppb) * ch->sl.es;
             x->first_part = (uint32_t)k2;
             s = coll_post(c, x);
         }
@@ -117,19 +126,9 @@ static tp_status_t chain_post(coll_call_t *c, const chain_t *ch, uint8_t *recv, 
     const slices_t *sl = &ch->sl;
     size_t es = sl->es, pbytes = sl->pe * es, mine = slice_count(sl, ch->i), parts = slice_parts(mine, sl->pe);
     uint8_t *dst = recv + slice_first(sl, ch->i) * es;
-    tp_xfer_t **rx = cs->xa, **res = cs->xb;
-    tp_status_t s = TP_OK;
-    for (int j = 0; j <= ch->w && s == TP_OK; j++) { /* slots: the host's pieces, and the partial from prev */
-        int p = j < ch->w ? ch->base + j : ch->prev;
-        if ((j < ch->w && j == ch->i) || p < 0) continue;
-        uint8_t step = j < ch->w ? STEP_PIECE : STEP_PARTIAL;
-        for (size_t k = 0; k < parts && k < COLL_WINDOW && s == TP_OK; k++) {
-            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, step, coll_slot(c, p, (int)k),
-                                                slice_part_elems(mine, sl->pe, k) * es, (uint32_t)k, pbytes);
-            s = coll_post(c, rx[p * COLL_WINDOW + k]);
-        }
-    }
-    for (int j = 0; j < ch->w && s == TP_OK; j++) { /* this host: pieces out, results in and out */
+    tp_xfer_t **res = cs->xb;
+    tp_status_t s = coll_hier_chain_slots(c, ch, parts); /* the host's pieces, and the partial from prev */
+    for (int j = 0; j < ch->w && s == TP_OK; j++) {      /* this host: pieces out, results in and out */
         if (j == ch->i) continue;
         int p = ch->base + j;
         size_t theirs = slice_count(sl, j);
@@ -176,6 +175,8 @@ static tp_status_t chain_reduce(coll_call_t *c, const coll_hier_t *h, const void
     size_t es = tp_dtype_size(c->id.dtype);
     coll_slices_init(&ch.sl, count, ch.w, es, c->part_bytes);
     size_t pe = ch.sl.pe, pbytes = pe * es, mine = slice_count(&ch.sl, ch.i), parts = slice_parts(mine, pe);
+    ch.block = mine;
+    ch.ppb = parts;
     for (int j = 0; j < ch.w; j++) cs->pieces[j] = (const uint8_t *)send + slice_first(&ch.sl, j) * es;
     uint8_t *dst = (uint8_t *)recv + slice_first(&ch.sl, ch.i) * es;
     tp_xfer_t *out = NULL, *fin = NULL, *fwd = NULL;
@@ -183,7 +184,7 @@ static tp_status_t chain_reduce(coll_call_t *c, const coll_hier_t *h, const void
     int last = ch.g == ch.m - 1, nsrc = ch.w + (ch.prev >= 0);
     size_t red = 0;
     for (size_t k = 0; k < parts && s == TP_OK;) {
-        size_t m = slice_part_elems(mine, pe, k), have = chain_have(c, &ch, k, m);
+        size_t m = slice_part_elems(mine, pe, k), have = coll_hier_chain_have(c, &ch, k, m);
         if (have < m && have - red < COLL_REDUCE_CHUNK) {
             s = coll_progress(c);
             continue;
@@ -198,7 +199,7 @@ static tp_status_t chain_reduce(coll_call_t *c, const coll_hier_t *h, const void
         out->ready = k * pbytes + red * es;
         if (last) chain_results_ready(c, &ch, out->ready);
         if (red < m) continue;
-        s = chain_repost(c, &ch, k, parts, mine);
+        s = coll_hier_chain_repost(c, &ch, k, parts);
         red = 0;
         k++;
     }

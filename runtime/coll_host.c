@@ -74,7 +74,9 @@ static tp_status_t host_broadcast(void *state, const tp_coll_args_t *a)
 {
     coll_call_t c;
     coll_begin(&c, state, a->device, TP_COLL_BROADCAST, a->dtype, TP_SUM, a->count, a->peer);
-    return finish(&c, coll_broadcast(&c, a->recv, a->count * tp_dtype_size(a->dtype), a->peer));
+    size_t bytes = a->count * tp_dtype_size(a->dtype);
+    if (coll_hier_wanted(&c, bytes)) return finish(&c, coll_hier_broadcast(&c, a->recv, bytes, a->peer));
+    return finish(&c, coll_broadcast(&c, a->recv, bytes, a->peer));
 }
 
 /* all_gather and all_gatherv: own block into place (none when already there), then dissemination when what comes in
@@ -143,6 +145,8 @@ static tp_status_t host_reduce_scatter(void *state, const tp_coll_args_t *a)
         c.cs->srcs[0] = a->send;
         return c.dev->reduce(a->dtype, a->op, a->recv, c.cs->srcs, 1, a->count, NULL);
     }
+    if (coll_hier_wanted(&c, a->count * tp_dtype_size(a->dtype)))
+        return finish(&c, coll_hier_reduce_scatter(&c, a->send, a->recv, a->count));
     return finish(&c, coll_reduce_scatter(&c, a->send, a->recv, a->count));
 }
 

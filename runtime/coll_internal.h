@@ -114,6 +114,8 @@ int coll_all_reduce_is_small(coll_call_t *c, size_t count);
 int coll_hier_wanted(coll_call_t *c, size_t bytes);
 tp_status_t coll_hier_gather(coll_call_t *c, void *const *blocks, const size_t *lens);
 tp_status_t coll_hier_all_reduce(coll_call_t *c, const void *send, void *recv, size_t count);
+tp_status_t coll_hier_reduce_scatter(coll_call_t *c, const void *send, void *recv, size_t count);
+tp_status_t coll_hier_broadcast(coll_call_t *c, void *buf, size_t bytes, int root);
 /* Groups a comm's ranks by host (every rank derives the same table from the records); NULL when out of memory. */
 struct coll_hier *coll_hier_find(tp_comm_t *comm);
 void coll_hier_free(struct coll_hier *h);

@@ -190,13 +190,16 @@ static void check_reductions(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
         check("all_reduce in place", t, count, tp_all_reduce(w, send, send, count, t, (tp_op_t)op, NULL), send, want,
               bytes);
     }
-    uint64_t seed = ++call_seed;
-    fill(t, send, (size_t)n * count, me, seed);
-    reference(t, TP_SUM, want, count, (size_t)me * count, seed, (size_t)n * count);
-    check("reduce_scatter", t, count, tp_reduce_scatter(w, send, recv, count, t, TP_SUM, NULL), recv, want, bytes);
     uint8_t *mine = send + (size_t)me * bytes;
-    check("reduce_scatter in place", t, count, tp_reduce_scatter(w, send, mine, count, t, TP_SUM, NULL), mine, want,
-          bytes);
+    for (int op = TP_SUM; op <= TP_MIN; op++) {
+        uint64_t seed = ++call_seed;
+        fill(t, send, (size_t)n * count, me, seed);
+        reference(t, (tp_op_t)op, want, count, (size_t)me * count, seed, (size_t)n * count);
+        check("reduce_scatter", t, count, tp_reduce_scatter(w, send, recv, count, t, (tp_op_t)op, NULL), recv, want,
+              bytes);
+        check("reduce_scatter in place", t, count, tp_reduce_scatter(w, send, mine, count, t, (tp_op_t)op, NULL), mine,
+              want, bytes);
+    }
     if (t == TP_F32 && n > 1 && count > 0) { /* reductions of bytes are refused, here and everywhere */
         tp_status_t s = tp_all_reduce(w, send, recv, count, TP_BYTES, TP_SUM, NULL);
         if (s != TP_ERR_INVALID) {

@@ -1,8 +1,8 @@
 #!/bin/bash
-# A rank SIGKILLed in the middle of hierarchical calls (4 MiB all_reduce and all_gather, 2 hosts x 2 ranks on
-# namespace hosts, tests/netns_lib.sh): every survivor ends with 70 (the JSON summary), tprun names the killed rank,
-# nothing is left running on any host, and every rank logged that its calls were hierarchical. Once for a victim on
-# host b, once for rank 0's host-mate on a.
+# A rank SIGKILLed in the middle of hierarchical calls (4 MiB all_reduce, all_gather, reduce_scatter and broadcast,
+# 2 hosts x 2 ranks on namespace hosts, tests/netns_lib.sh): every survivor ends with 70 (the JSON summary), tprun
+# names the killed rank, nothing is left running on any host, and every rank logged that each of the four went
+# hierarchical. Once for a victim on host b, once for rank 0's host-mate on a.
 . "$(dirname "$0")/netns_lib.sh"
 
 # fate_case VICTIM: the job, VICTIM's pid SIGKILLed once every rank has finished a pair of calls.
@@ -43,6 +43,11 @@ print(" ".join("%d:%s" % (r["rank"], r["status"]) for r in j["ranks"]), j["first
     wait_no_leftovers 5 || fail "rank $victim: left running: $(leftovers)"
     [ "$(grep -c 'coll: comm 0: 4 ranks on 2 hosts (as many on each, consecutive ranks): TP_COLL_HIER=on, hierarchical$' "$f.err")" = 4 ] ||
         fail "rank $victim: not every rank logged that its calls were hierarchical"
+    local op
+    for op in all_reduce all_gather reduce_scatter broadcast; do
+        [ "$(grep -c "coll: comm 0: $op goes hierarchical (first: f32 " "$f.err")" = 4 ] ||
+            fail "rank $victim: not every rank logged that its $op calls were hierarchical"
+    done
     [ "$fails" = 0 ] && pass "rank $victim SIGKILLed: every rank gone in $ms ms, survivors 70, tprun 137: $(grep -m1 '^tprun: ' "$f.err")"
 }
 fate_case 2

@@ -1,6 +1,7 @@
 /*
- * coll_hier_loop: all_reduce and all_gather of COUNT floats (default 1 Mi) in a loop until killed, so a test can
- * SIGKILL a rank in the middle of a hierarchical call (tests/coll_hier_fate.sh); "ready" once the first pair is done.
+ * coll_hier_loop: all_reduce, all_gather, reduce_scatter (COUNT / size a rank) and broadcast (from a root that moves)
+ * of COUNT floats (default 1 Mi) in a loop until killed, so a test can SIGKILL a rank in the middle of a hierarchical
+ * call (tests/coll_hier_fate.sh); "ready" once the first round is done.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ int main(int argc, char **argv)
     for (unsigned long i = 0;; i++) {
         tp_status_t s = tp_all_reduce(w, send, recv, count, TP_F32, TP_SUM, NULL);
         if (s == TP_OK) s = tp_all_gather(w, send, recv, count, TP_F32, NULL);
+        if (s == TP_OK) s = tp_reduce_scatter(w, send, recv, count / (size_t)n, TP_F32, TP_SUM, NULL);
+        if (s == TP_OK) s = tp_broadcast(w, recv, count, TP_F32, (int)(i % (unsigned long)n), NULL);
         if (s != TP_OK) {
             fprintf(stderr, "coll_hier_loop: rank %d: %s\n", tp_comm_rank(w), tp_last_error());
             return 1;

@@ -1,11 +1,13 @@
-# netns_lib.sh: three test hosts a, b, c as network namespaces, each with an sshd (sourced by tests/ssh_*.sh).
-# Root only (else exit 77). Every address lives inside a namespace (198.18.0.0/15); the root namespace gets
-# only address-less bridges. Everything made here is torn down on exit, whatever the test's outcome.
+# netns_lib.sh: test hosts a, b, c (and d .. h when NETNS_HOSTS asks, e.g. NETNS_HOSTS="a b c d") as network
+# namespaces, each with an sshd (sourced by tests/ssh_*.sh). Root only (else exit 77). Every address lives inside a
+# namespace (198.18.0.0/15); the root namespace gets only address-less bridges. Everything made here is torn down on
+# exit, whatever the test's outcome.
 #
 #   host  mgmt0 (ssh)      rail0           rail1           decoy0 (a veth whose peer stays in the host)
 #   a     198.18.1.1/24    198.18.2.1/24   198.18.3.1/24   198.18.101.1/24
 #   b     198.18.1.2/24    198.18.2.2/24   198.18.3.2/24   198.18.102.1/24
 #   c     198.18.4.3/24    198.18.2.3/24   198.18.6.3/24   198.18.103.1/24
+#   d..h  as a and b: the i-th host (d = 4) has 198.18.1.i, 198.18.2.i, 198.18.3.i and 198.18.10i.1
 # c's mgmt0 is on the same wire as a's and b's but on another /24 (reached through on-link routes): c shares
 # only rail0's /24 with the others. In c's sshd a tmpfs hides $NETNS_HIDDEN: there the program is missing.
 . "$(dirname "${BASH_SOURCE[0]}")/netns_base.sh"
@@ -13,21 +15,28 @@
 TPRUN=${TPRUN:-$PWD/tprun}
 RANK_PROG=${RANK_PROG:-$PWD/tests/runtime_rank}
 ID=$(printf '%04x' $((($$ + RANDOM) % 65536)))
+NETNS_HOSTS=${NETNS_HOSTS:-a b c}
+case " $NETNS_HOSTS " in
+" a b c "*) ;;
+*) echo "FAIL: NETNS_HOSTS must start with a b c, then any of d .. h in order: got '$NETNS_HOSTS'"; exit 1 ;;
+esac
 NS_A=tp${ID}a NS_B=tp${ID}b NS_C=tp${ID}c
 BRIDGES="tp${ID}m tp${ID}r0 tp${ID}r1"
 D=$(mktemp -d "${TMPDIR:-/tmp}/netns-test.XXXXXX")
 NETNS_HIDDEN=$D/hidden
 SSHD_PIDS=()
 TEST_PIDS=()
-NETNS_LIST="$NS_A $NS_B $NS_C"
+NETNS_LIST=$(for h in $NETNS_HOSTS; do printf 'tp%s%s ' "$ID" "$h"; done)
 
-# in_ns HOST CMD...: runs CMD on test host a, b or c.
+# in_ns HOST CMD...: runs CMD on test host a, b, c (or d .. h).
 in_ns() {
-    local ns
-    case $1 in a) ns=$NS_A ;; b) ns=$NS_B ;; c) ns=$NS_C ;; esac
+    local ns=tp${ID}$1
     shift
     ip netns exec "$ns" "$@"
 }
+
+# host_index HOST: a is 1, b 2, ... h 8.
+host_index() { printf '%d' $(($(printf '%d' "'$1") - 96)); }
 
 # link HOST NAME BRIDGE ADDR: a veth from the host (named NAME, with ADDR) to a bridge in the root namespace.
 link() {
@@ -40,13 +49,14 @@ link() {
 netns_setup() {
     for br in $BRIDGES; do ip link add "$br" type bridge && ip link set "$br" up || return 1; done
     local i=0 host ns
-    for host in a b c; do
-        i=$((i + 1))
+    for host in $NETNS_HOSTS; do
+        i=$(host_index "$host")
+        [ "$i" -ge 1 ] && [ "$i" -le 8 ] || { echo "NETNS_HOSTS: no test host '$host' (a .. h)"; return 1; }
         ns=tp${ID}${host}
         ip netns add "$ns" || return 1
         ip -n "$ns" link set lo up
         case $host in
-        a | b)
+        a | b | d | e | f | g | h)
             link "$ns" mgmt0 "tp${ID}m" "198.18.1.$i/24" &&
                 ip -n "$ns" route add 198.18.4.0/24 dev mgmt0 &&
                 link "$ns" rail0 "tp${ID}r0" "198.18.2.$i/24" &&
@@ -72,6 +82,9 @@ Host b
     HostName 198.18.1.2
 Host c
     HostName 198.18.4.3
+$(for host in $NETNS_HOSTS; do
+        case $host in a | b | c) ;; *) printf 'Host %s\n    HostName 198.18.1.%s\n' "$host" "$(host_index "$host")" ;; esac
+    done)
 Host gone
     HostName 198.18.1.99
 Host refuses
@@ -81,14 +94,14 @@ EOF
     netns_ssh_defaults >>"$D/ssh_config"
     SSH="ssh -F $D/ssh_config"
     local addr
-    for host in a b c; do
-        case $host in a) addr=198.18.1.1 ;; b) addr=198.18.1.2 ;; c) addr=198.18.4.3 ;; esac
+    for host in $NETNS_HOSTS; do
+        case $host in c) addr=198.18.4.3 ;; *) addr=198.18.1.$(host_index "$host") ;; esac
         local hide=:
         [ $host = c ] && hide="mount -t tmpfs tmpfs $NETNS_HIDDEN"
         netns_sshd "tp${ID}$host" "$addr" "$hide"
     done
     # Test-only polling until every sshd answers (a daemon's readiness has no other signal here).
-    for host in a b c; do
+    for host in $NETNS_HOSTS; do
         local ok=0
         for _ in $(seq 1 100); do
             in_ns a $SSH "$host" true 2>/dev/null && ok=1 && break

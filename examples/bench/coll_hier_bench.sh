@@ -1,15 +1,17 @@
 #!/bin/bash
 # coll_hier_bench.sh: flat against hierarchical host collectives on namespace hosts (tests/netns_lib.sh: root only,
-# hosts a, b, c joined by veth pairs over a bridge): tp-bench under tprun with TP_COLL_HIER=off, then on, alternated
-# --reps times, for 2 hosts x 2 ranks and (with --hosts 3) 3 hosts x 2 ranks; prints the "hierarchical" table of p50s
-# (the median over the repetitions) and hier / flat. Run from the build directory. Not run by make check.
-#   examples/bench/coll_hier_bench.sh [--hosts "2 3"] [--reps N] [--ops LIST] [--sizes "16 65536 1048576 4194304"]
+# hosts a, b, c, d joined by veth pairs over a bridge): tp-bench under tprun with TP_COLL_HIER=off, then on,
+# alternated --reps times, for M hosts x 2 ranks for each M of --hosts (2 to 4); prints the "hierarchical" table of
+# p50s (the median over the repetitions) and hier / flat. Run from the build directory. Not run by make check.
+#   examples/bench/coll_hier_bench.sh [--hosts "2 4"] [--reps N] [--ops LIST] [--sizes "16 65536 1048576 4194304"]
+# LIST is tp-bench's: allreduce,allgather,reduce_scatter,bcast.
 set -u -o pipefail
 BENCH_PROG=${BENCH_PROG:-$PWD/tp-bench}
 NETNS_TEST_TIMEOUT=${NETNS_TEST_TIMEOUT:-3000}
+NETNS_HOSTS="a b c d"
 # netns_lib.sh runs this script again under timeout with its arguments: they are read after it.
 . "$(dirname "$0")/../../tests/netns_lib.sh"
-hosts="2" reps=3 ops=allreduce,allgather sizes="16 65536 1048576 4194304"
+hosts="2" reps=3 ops=allreduce,allgather,reduce_scatter,bcast sizes="16 65536 1048576 4194304"
 while [ $# -gt 0 ]; do
     case $1 in
     --hosts) hosts=${2-} ;;
@@ -20,15 +22,14 @@ while [ $# -gt 0 ]; do
     esac
     shift 2
 done
-max=0
-for s in $sizes; do [ "$s" -gt "$max" ] && max=$s; done
 results=$D/results.jsonl
 for m in $hosts; do
-    case $m in 2) place=a:2,b:2 ;; 3) place=a:2,b:2,c:2 ;; *) echo "coll_hier_bench.sh: --hosts: 2 or 3" >&2; exit 2 ;; esac
+    case $m in 2) place=a:2,b:2 ;; 3) place=a:2,b:2,c:2 ;; 4) place=a:2,b:2,c:2,d:2 ;;
+    *) echo "coll_hier_bench.sh: --hosts: each 2, 3 or 4, got '$m'" >&2; exit 2 ;; esac
     for rep in $(seq 1 "$reps"); do
         for mode in off on; do
             step "$m hosts x 2 ranks, TP_COLL_HIER=$mode, repetition $rep"
-            TP_COLL_HIER=$mode tprun_on_a -n $((2 * m)) -H $place "$BENCH_PROG" --json --ops "$ops" --max-bytes "$max" \
+            TP_COLL_HIER=$mode tprun_on_a -n $((2 * m)) -H $place "$BENCH_PROG" --json --ops "$ops" --sizes "${sizes// /,}" \
                 2>"$D/err" | sed "s/^{/{\"hosts\":$m,\"mode\":\"$mode\",/" >>"$results" ||
                 { echo "coll_hier_bench.sh: tp-bench failed: $(tail -3 "$D/err")" >&2; exit 1; }
         done
