@@ -141,11 +141,15 @@ for name, (powers, p) in models.items():
 
 # Across hosts, 8 ranks per host (docs/SCALE.md's model): the one-host fits above plus the launch tree's hops.
 # T_HOP_MS: one ssh login plus the agent's start (800: namespace hosts on the development VM); FANOUT (32);
-# RTT_MS: one round trip between hosts (0.05); HB_MS: rank 0's heartbeat CPU per peer per interval (fate_cpu.py).
+# RTT_MS: one round trip between hosts (0.05); HB_MS: rank 0's heartbeat CPU per peer per interval (fate_cpu.py);
+# ROUND_MS below.
 hop = float(os.environ.get("T_HOP_MS", "800"))
 F = int(os.environ.get("FANOUT", "32"))
 rtt = float(os.environ.get("RTT_MS", "0.05"))
 hb = float(os.environ.get("HB_MS", "0.09"))
+# ROUND_MS: one round of the first call's dissemination with the connection it opens (bench_rank first at 64 ranks
+# on the GPU host, 1836c6d: 16.6 ms median over log2 64 = 6 rounds).
+round_ms = float(os.environ.get("ROUND_MS", "2.8"))
 
 
 def depth(hosts):
@@ -175,9 +179,10 @@ if all(m in models for m in ("launch", "bootstrap", "fate", "fork")):
         "tree depth (fan-out %d)" % F: lambda n: "%d" % depth(n // 8),
         "launch, tree (s)": lambda n: "%.2f" % ((depth(n // 8) * hop + model("launch", 8) + c_msg * n) / 1e3),
         "launch, flat (s)": lambda n: "%.2f" % ((math.ceil(n / 8 / 32) * hop + model("launch", 8) + c_msg * n) / 1e3),
-        "bootstrap, measured design (s)": lambda n: "%.3g" % ((a_b + b_b * n + 2 * c_b * (n - 1)) / 1e3),
+        # rank 0 alone sends every rank the whole table: the one-host fit's N^2 is its cost, not a share per rank
+        "bootstrap, rank 0 sends the table to every rank (s)": lambda n: "%.3g" % (model("bootstrap", n) / 1e3),
         "bootstrap, its N^2 records from rank 0": lambda n: "%.3g" % (float(n) * n),
-        "first call, on-demand connections (ms)": lambda n: "%.2f" % (math.ceil(math.log2(n)) * (4 * c_b + rtt)),
+        "first call, log2 N rounds at ROUND_MS each (ms)": lambda n: "%.0f" % (math.ceil(math.log2(n)) * round_ms),
         "fate, SIGKILL to all gone, one-host slope (ms)": lambda n: "%.0f" % (model("fate", n) + 2 * rtt),
         "fate, rank 0's FAIL writes at 3 us each (ms)": lambda n: "%.0f" % (model("fate", 8) + 3e-3 * n + 2 * rtt),
         "heartbeat star: rank 0 CPU per 250 ms interval (ms)": lambda n: "%.0f" % (hb * n),
