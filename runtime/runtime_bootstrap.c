@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "runtime_config.h"
-#include "runtime_fate.h"
 #include "runtime_iface.h"
 #include "topo_report.h"
 #include "runtime_log.h"
@@ -288,15 +287,9 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
         }
         used += (size_t)n;
     }
-    int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s), beat = tp_fate_interval_ns(w);
-    int64_t next_beat = tp_now_ns() + beat;
+    int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
     double delay_s = test_table_delay();
     for (int i = 0; i < nconns; i++) {
-        /* Ranks served already run fate and count rank 0 silent after TP_HEARTBEAT_TIMEOUT: they hear from it. */
-        if (tp_now_ns() >= next_beat) {
-            tp_fate_beat(w->fate_fds, w->size, 0);
-            next_beat = tp_now_ns() + beat;
-        }
         if (conns[i].fd < 0 || conns[i].state != CONN_IN) continue;
         /* room for the whole table: a rank that is slow to read it does not hold up the others' (and fate's start,
          * whose heartbeats the first ranks served already count on) */

@@ -77,15 +77,13 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.errors_return = w->errors_return;
     tp_fate.timeout_ns = (int64_t)(w->heartbeat_timeout_s * 1e9);
     tp_fate.interval_ns = tp_fate_interval_ns(w);
+    tp_fate.boot_timeout_ns = (int64_t)(w->boot_timeout_s * 1e9);
     tp_fate.peers = calloc((size_t)w->size, sizeof(*tp_fate.peers));
     if (tp_fate.peers == NULL) return TP_ERR_NO_MEMORY;
     int64_t now = tp_now_ns();
-    const char *kernel = w->peers[w->rank].kernel;
     for (int r = 0; r < w->size; r++) {
         tp_fate.peers[r].fd = w->fate_fds[r];
-        tp_fate.peers[r].pidfd = -1;
-        if (r != w->rank && kernel[0] != '\0' && strcmp(w->peers[r].kernel, kernel) == 0)
-            tp_fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0); /* -1: the connection alone */
+        tp_fate.peers[r].pidfd = -1; /* the thread opens them once its first heartbeats are out */
         tp_fate.peers[r].last_rx = now;
         if (tp_fate.peers[r].fd >= 0) tp_fd_set_nonblocking(tp_fate.peers[r].fd);
         tp_msg_reader_init(&tp_fate.peers[r].reader, FATE_BYE_MAX);
@@ -106,6 +104,7 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.relay_at = 0;
     atomic_store(&tp_fate.verdict, 0);
     tp_fate.deciding = 0;
+    tp_fate_heartbeat_all(); /* before tp_init returns: peers count this rank's silence from here (it is live) */
     if (pthread_create(&tp_fate.thread, NULL, tp_fate_thread_main, w) != 0) {
         tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread");
         return TP_ERR_SYSTEM;

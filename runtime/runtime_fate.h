@@ -6,8 +6,6 @@
 
 /* How often a rank sends every watched peer a heartbeat: a quarter of TP_HEARTBEAT_TIMEOUT. */
 int64_t tp_fate_interval_ns(const tp_world_t *w);
-/* Sends a heartbeat on each of the n fds that is open (the fate thread's, and rank 0's while it sends tables). */
-void tp_fate_beat(const int *fds, int n, int skip);
 /* Starts watching the job over the bootstrap connections (w->fate_fds); a world of 1 needs nothing. */
 tp_status_t tp_fate_start(tp_world_t *w);
 /*

@@ -7,8 +7,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "runtime_world.h"
 #include "runtime_wire.h"
+#include "runtime_world.h"
 
 #define FATE_CALLBACKS_MAX 64
 #define FATE_MSG_MAX       TP_FAIL_MSG_MAX
@@ -25,6 +25,7 @@ typedef struct fate_peer {
     int bye;          /* it called tp_finalize */
     int servicing;    /* its messages are being read (arbitrate reads them early, never twice at once) */
     int64_t last_rx;
+    int live; /* heard since its fate started: TP_HEARTBEAT_TIMEOUT applies, before that (its tp_init) TP_BOOT_TIMEOUT */
     tp_msg_reader_t reader;
 } fate_peer_t;
 
@@ -49,7 +50,7 @@ typedef struct tp_fate_state {
     int finished;
     atomic_int dying;
     fate_peer_t *peers;
-    int64_t interval_ns, timeout_ns;
+    int64_t interval_ns, timeout_ns, boot_timeout_ns;
     int errors_return; /* TP_ERRORS=return: calls return the failure instead of the process exiting */
     /* the verdict: the job's first failure as rank 0 decided it (under lock; verdict set once) */
     atomic_int verdict;
@@ -88,5 +89,7 @@ void tp_fate_on_fail(int from, char *payload, int64_t now);
 int tp_fate_service_peer(int r, int64_t now);
 /* The fate thread: watches every peer until the job is over for this rank. */
 void *tp_fate_thread_main(void *arg);
+/* One heartbeat to every watched peer, from the thread that calls it (tp_fate_start: before tp_init returns). */
+void tp_fate_heartbeat_all(void);
 
 #endif

@@ -230,10 +230,6 @@ static tp_status_t join_exchange(tp_world_t *w, const uint8_t *mine, size_t mine
             poll(&p, 1, (int)((deadline - now + 999999) / 1000000));
             continue;
         }
-        if (r == TP_READ_MSG && rd.header.type == TP_MSG_HEARTBEAT) { /* rank 0's while it sent the tables */
-            tp_msg_reader_reset(&rd);
-            continue;
-        }
         if (r == TP_READ_MSG && rd.header.type == TP_MSG_PAIRS) {
             *out = (uint8_t *)rd.payload; /* handed over: not freed below */
             *out_len = rd.header.length;
