@@ -81,9 +81,13 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.peers = calloc((size_t)w->size, sizeof(*tp_fate.peers));
     if (tp_fate.peers == NULL) return TP_ERR_NO_MEMORY;
     int64_t now = tp_now_ns();
+    const char *kernel = w->peers[w->rank].kernel;
     for (int r = 0; r < w->size; r++) {
         tp_fate.peers[r].fd = w->fate_fds[r];
-        tp_fate.peers[r].pidfd = -1; /* the thread opens them once its first heartbeats are out */
+        tp_fate.peers[r].pidfd = -1;
+        /* here, not in the fate thread: its short slice makes N system calls there span many turns on a busy core */
+        if (r != w->rank && kernel[0] != '\0' && strcmp(w->peers[r].kernel, kernel) == 0)
+            tp_fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0); /* -1: the connection alone */
         tp_fate.peers[r].last_rx = now;
         if (tp_fate.peers[r].fd >= 0) tp_fd_set_nonblocking(tp_fate.peers[r].fd);
         tp_msg_reader_init(&tp_fate.peers[r].reader, FATE_BYE_MAX);

@@ -190,19 +190,6 @@ static void prefer_wakeups(void)
 }
 
 /* Until the job is over for this rank: its finalize completed, or (return mode) a verdict. */
-/*
- * The pidfds of the peers on this kernel (-1: the connection alone), opened after the first heartbeats: N-1 system
- * calls a rank, which a rank 0 starved among N busy ranks at the end of the bootstrap must not spend before its
- * peers hear from it (at 256 ranks on 2 vCPUs, 0.8 s: peers named it silent).
- */
-static void open_pidfds(const tp_world_t *w)
-{
-    const char *kernel = w->peers[w->rank].kernel;
-    for (int r = 0; r < w->size && kernel[0] != '\0'; r++)
-        if (r != w->rank && strcmp(w->peers[r].kernel, kernel) == 0)
-            tp_fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0);
-}
-
 void *tp_fate_thread_main(void *arg)
 {
     tp_world_t *w = arg;
@@ -210,17 +197,13 @@ void *tp_fate_thread_main(void *arg)
     struct pollfd *pfd = calloc(2 * (size_t)w->size + 1, sizeof(*pfd));
     int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
     int64_t next_hb = tp_now_ns();
-    int sent_bye = 0, finalizing = 0, pidfds = 0;
+    int sent_bye = 0, finalizing = 0;
     if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
     while (!atomic_load(&tp_fate.verdict)) {
         int64_t now = tp_now_ns();
         if (now >= next_hb) {
             broadcast(TP_MSG_HEARTBEAT);
             next_hb = now + tp_fate.interval_ns;
-        }
-        if (!pidfds) {
-            open_pidfds(w);
-            pidfds = 1;
         }
         if (tp_fate.relay_at != 0 && now >= tp_fate.relay_at) relay_stop_news();
         if (tp_fate.suspect >= 0 && now >= tp_fate.suspect_until) {
