@@ -54,21 +54,6 @@ static int mac_equal(const uint8_t *a, const uint8_t *b)
     return d == 0;
 }
 
-#define ABANDON_CHECK_NS 50000000LL
-
-/* Waits until fd is readable (1), the deadline passes (0) or abandoned says so (-1), checking it every 50 ms. */
-static int wait_readable(int fd, int64_t deadline_ns, int (*abandoned)(void *ctx), void *ctx)
-{
-    for (;;) {
-        if (abandoned != NULL && abandoned(ctx)) return -1;
-        int64_t now = tp_now_ns(), until = deadline_ns;
-        if (now >= deadline_ns) return 0;
-        if (abandoned != NULL && until - now > ABANDON_CHECK_NS) until = now + ABANDON_CHECK_NS;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, (int)((until - now + 999999) / 1000000)) > 0) return 1;
-    }
-}
-
 tp_status_t tp_auth_connect(int fd, const uint8_t key[TP_JOB_KEY_BYTES], tp_conn_kind_t kind, int my_rank,
                             int64_t deadline_ns, const char *peer_name)
 {
@@ -89,7 +74,7 @@ tp_status_t tp_auth_connect_or_abandon(int fd, const uint8_t key[TP_JOB_KEY_BYTE
     put32(hello + 8, (uint32_t)my_rank);
     memcpy(hello + 16, client_nonce, 16);
     s = tp_wire_write(fd, hello, sizeof(hello), deadline_ns);
-    if (s == TP_OK && abandoned != NULL && wait_readable(fd, deadline_ns, abandoned, ctx) < 0)
+    if (s == TP_OK && abandoned != NULL && tp_wire_wait(fd, POLLIN, deadline_ns, abandoned, ctx) == -2)
         return TP_ERR_PEER_FAILED;
     if (s == TP_OK) s = tp_wire_read(fd, chal, sizeof(chal), deadline_ns);
     if (s == TP_ERR_BOOTSTRAP) {

@@ -291,8 +291,7 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
     double delay_s = test_table_delay();
     for (int i = 0; i < nconns; i++) {
         if (conns[i].fd < 0 || conns[i].state != CONN_IN) continue;
-        /* room for the whole table: a rank that is slow to read it does not hold up the others' (and fate's start,
-         * whose heartbeats the first ranks served already count on) */
+        /* room for the whole table: a rank that is slow to read it does not hold up the others' */
         int room = used + 65536 < (size_t)INT32_MAX ? (int)used + 65536 : INT32_MAX;
         setsockopt(conns[i].fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof(room));
         if (tp_wire_send_msg(conns[i].fd, TP_MSG_TABLE, table, used, deadline) != TP_OK) {

@@ -190,13 +190,17 @@ static void prefer_wakeups(void)
 }
 
 /* Until the job is over for this rank: its finalize completed, or (return mode) a verdict. */
+/* How long peer p may be silent: TP_HEARTBEAT_TIMEOUT once heard since its fate started, before that (it is still
+ * in its tp_init) TP_BOOT_TIMEOUT. */
+static int64_t silence_limit(const fate_peer_t *p) { return p->live ? tp_fate.timeout_ns : tp_fate.boot_timeout_ns; }
+
 void *tp_fate_thread_main(void *arg)
 {
     tp_world_t *w = arg;
     prefer_wakeups();
     struct pollfd *pfd = calloc(2 * (size_t)w->size + 1, sizeof(*pfd));
     int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
-    int64_t next_hb = tp_now_ns();
+    int64_t next_hb = tp_now_ns() + tp_fate.interval_ns;     /* tp_fate_start sent the first */
     int sent_bye = 0, finalizing = 0;
     if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
     while (!atomic_load(&tp_fate.verdict)) {
@@ -230,10 +234,10 @@ void *tp_fate_thread_main(void *arg)
                 who[n++] = -2 - r;
             }
             /* what waits in the socket counts: this thread, not the peer, may be the one that did not run */
-            int64_t limit = p->live ? tp_fate.timeout_ns : tp_fate.boot_timeout_ns;
-            if (p->fd >= 0 && now - p->last_rx > limit && tp_fate_service_peer(r, tp_now_ns())) goto finished;
+            if (p->fd >= 0 && now - p->last_rx > silence_limit(p) && tp_fate_service_peer(r, tp_now_ns()))
+                goto finished;
             if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
-            limit = p->live ? tp_fate.timeout_ns : tp_fate.boot_timeout_ns;
+            int64_t limit = silence_limit(p); /* what was just read may have made it live */
             if (now - p->last_rx > limit) {
                 char reason[160];
                 if (p->live)

@@ -268,7 +268,6 @@ err_world:
     return s;
 }
 
-
 tp_status_t tp_finalize(tp_comm_t *world)
 {
     if (world == NULL || lib_state != LIB_ACTIVE) return TP_OK;

@@ -111,11 +111,15 @@ tp_status_t tp_random_bytes(void *buf, size_t len)
 
 /* ---- whole-buffer I/O ---- */
 
-static int wait_fd(int fd, short events, int64_t deadline_ns)
+#define WIRE_ABANDON_CHECK_NS 50000000LL
+
+int tp_wire_wait(int fd, short events, int64_t deadline_ns, int (*abandoned)(void *ctx), void *ctx)
 {
     for (;;) {
+        if (abandoned != NULL && abandoned(ctx)) return -2;
         int64_t left = deadline_ns - tp_now_ns();
         if (left <= 0) return 0;
+        if (abandoned != NULL && left > WIRE_ABANDON_CHECK_NS) left = WIRE_ABANDON_CHECK_NS;
         struct pollfd p = {.fd = fd, .events = events};
         int ms = (int)((left + 999999) / 1000000);
         int r = poll(&p, 1, ms);
@@ -136,7 +140,7 @@ tp_status_t tp_wire_write(int fd, const void *buf, size_t len, int64_t deadline_
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int w = wait_fd(fd, POLLOUT, deadline_ns);
+            int w = tp_wire_wait(fd, POLLOUT, deadline_ns, NULL, NULL);
             if (w == 0) return TP_ERR_BOOTSTRAP;
             if (w < 0) return TP_ERR_SYSTEM;
             continue;
@@ -159,7 +163,7 @@ tp_status_t tp_wire_read(int fd, void *buf, size_t len, int64_t deadline_ns)
         if (n == 0) return TP_ERR_PEER_FAILED;
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int w = wait_fd(fd, POLLIN, deadline_ns);
+            int w = tp_wire_wait(fd, POLLIN, deadline_ns, NULL, NULL);
             if (w == 0) return TP_ERR_BOOTSTRAP;
             if (w < 0) return TP_ERR_SYSTEM;
             continue;
@@ -296,7 +300,7 @@ tp_status_t tp_tcp_connect(const char *host, int port, int64_t deadline_ns, int 
         return TP_ERR_PEER_FAILED;
     }
     if (rc != 0) {
-        int w = wait_fd(fd, POLLOUT, deadline_ns);
+        int w = tp_wire_wait(fd, POLLOUT, deadline_ns, NULL, NULL);
         int err = 0;
         socklen_t elen = sizeof(err);
         if (w <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {

@@ -36,6 +36,9 @@ void tp_siphash64(const uint8_t key[16], const void *data, size_t len, uint8_t o
 /* Fills buf with random bytes (getrandom); falls back to /dev/urandom. */
 tp_status_t tp_random_bytes(void *buf, size_t len);
 
+/* Waits until fd has events (1), deadline_ns passes (0), poll fails (-1) or abandoned(ctx) says so (-2; checked at
+ * least every 50 ms when given, NULL: never). */
+int tp_wire_wait(int fd, short events, int64_t deadline_ns, int (*abandoned)(void *ctx), void *ctx);
 /* Blocking whole-buffer I/O on a (possibly non-blocking) socket until deadline_ns; TP_ERR_PEER_FAILED on EOF. */
 tp_status_t tp_wire_write(int fd, const void *buf, size_t len, int64_t deadline_ns);
 tp_status_t tp_wire_read(int fd, void *buf, size_t len, int64_t deadline_ns);
