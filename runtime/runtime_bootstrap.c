@@ -236,8 +236,9 @@ static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *che
         r = TP_READ_ERROR;
     }
     tp_checkin_t ci;
-    const char *text = c->reader.payload;
+    char *text = c->reader.payload;
     if (r == TP_READ_MSG && tp_record_parse(&text, &ci, why, sizeof(why)) != TP_OK) r = TP_READ_ERROR;
+    if (r == TP_READ_MSG) ci.text = tp_msg_reader_take(&c->reader); /* the text the check-in's strings are in */
     if (r == TP_READ_MSG && ci.record.rank != c->rank) {
         snprintf(why, sizeof(why), "authenticated as rank %d but its record says rank %d", c->rank, ci.record.rank);
         tp_checkin_free(&ci);
@@ -273,9 +274,10 @@ static double test_table_delay(void)
     return s;
 }
 
-static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns, tp_checkin_t *checkins)
+/* Sends the table to every rank; *out is its text (the records' strings on rank 0 as well). */
+static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns, tp_checkin_t *checkins, char **out)
 {
-    size_t cap = (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX, used = 0;
+    size_t cap = (size_t)w->size * TP_RECORD_TEXT_MAX + RECORD_MAX, used = 0;
     char *table = malloc(cap);
     if (table == NULL) return TP_ERR_NO_MEMORY;
     for (int r = 0; r < w->size; r++) {
@@ -305,7 +307,8 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
         if (delay_s > 0)
             nanosleep(&(struct timespec){(time_t)delay_s, (long)((delay_s - (time_t)delay_s) * 1e9)}, NULL);
     }
-    free(table);
+    char *fit = realloc(table, used + 1);
+    *out = fit != NULL ? fit : table;
     return TP_OK;
 }
 
@@ -377,12 +380,23 @@ static tp_status_t root_exchange(tp_world_t *w, tp_checkin_t *checkins)
         }
     tp_refusals_report(&refused);
     if (s == TP_OK) s = tp_settings_compare(checkins, w->size, msg, sizeof(msg));
+    tp_peer_record_t *records = s == TP_OK ? malloc((size_t)w->size * sizeof(*records)) : NULL;
+    if (s == TP_OK && records == NULL) {
+        snprintf(msg, sizeof(msg), "rank 0: out of memory for %d records", w->size);
+        s = TP_ERR_NO_MEMORY;
+    }
     if (s == TP_OK) {
-        for (int r = 0; r < w->size; r++) w->peers[r] = checkins[r].record;
-        tp_records_derive_locality(w->peers, w->size);
-        for (int r = 0; r < w->size; r++) checkins[r].record = w->peers[r];
+        for (int r = 0; r < w->size; r++) records[r] = checkins[r].record;
+        tp_records_derive_locality(records, w->size);
+        for (int r = 0; r < w->size; r++) checkins[r].record = records[r];
+        free(records);
         int64_t in_at = tp_now_ns();
-        s = root_send_table(w, conns, nconns, checkins);
+        char *table = NULL;
+        s = root_send_table(w, conns, nconns, checkins, &table);
+        if (s == TP_OK && tp_table_adopt(w, table, msg, sizeof(msg)) != TP_OK) {
+            tp_log(TP_LOG_ERROR, "boot", "rank 0 cannot read its own table: %s", msg);
+            s = TP_ERR_PROTOCOL;
+        }
         /* where the bootstrap's time goes: waiting for ranks to start, or this loop */
         tp_log(TP_LOG_DEBUG, "boot", "%d ranks checked in %.3f s after rank 0 listened; tables sent in %.3f s",
                w->size, (double)(in_at - start) / 1e9, (double)(tp_now_ns() - in_at) / 1e9);
@@ -438,7 +452,7 @@ static tp_status_t join_exchange(tp_world_t *w, const char *record, size_t len)
     int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
     if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) return TP_ERR_PEER_FAILED;
     tp_msg_reader_t rd;
-    tp_msg_reader_init(&rd, (size_t)w->size * (sizeof(tp_peer_record_t) + 256) + RECORD_MAX);
+    tp_msg_reader_init(&rd, (size_t)w->size * TP_RECORD_TEXT_MAX + RECORD_MAX);
     tp_status_t s = join_wait_table(w, &rd);
     if (s == TP_OK && rd.header.type == TP_MSG_ERROR) {
         char *nl = strchr(rd.payload, '\n');
@@ -449,60 +463,64 @@ static tp_status_t join_exchange(tp_world_t *w, const char *record, size_t len)
         tp_log(TP_LOG_ERROR, "boot", "rank 0 sent message type %u instead of the table", rd.header.type);
         s = TP_ERR_PROTOCOL;
     }
-    const char *text = rd.payload;
-    for (int r = 0; s == TP_OK && r < w->size; r++) {
-        tp_checkin_t ci;
+    if (s == TP_OK) {
         char why[256];
-        if (tp_record_parse(&text, &ci, why, sizeof(why)) != TP_OK || ci.record.rank != r) {
-            tp_log(TP_LOG_ERROR, "boot", "bad table from rank 0 at rank %d: %s", r, why);
-            s = TP_ERR_PROTOCOL;
-            break;
-        }
-        w->peers[r] = ci.record;
-        tp_checkin_free(&ci);
-    }
-    if (s == TP_OK && *text != '\0') {
-        tp_log(TP_LOG_ERROR, "boot", "bad table from rank 0: %zu bytes after the last record", strlen(text));
-        s = TP_ERR_PROTOCOL;
+        s = tp_table_adopt(w, tp_msg_reader_take(&rd), why, sizeof(why)) == TP_OK ? TP_OK : TP_ERR_PROTOCOL;
+        if (s != TP_OK) tp_log(TP_LOG_ERROR, "boot", "bad table from rank 0 %s", why);
     }
     tp_msg_reader_free(&rd);
     return s;
+}
+
+/* This rank's record, its strings in room. */
+static void own_record(const tp_world_t *w, tp_record_room_t *room, tp_peer_record_t *me)
+{
+    *me = (tp_peer_record_t){.rank = w->rank,
+                             .local_rank = w->local_rank,
+                             .local_size = w->local_size,
+                             .node_rank = w->node_rank,
+                             .pid = getpid()};
+    tp_record_room_point(room, me);
+    /* The launcher's name for this host: hosts that share a kernel (namespaces, containers) share gethostname. */
+    const char *host = getenv("TP_HOST");
+    if (host != NULL && host[0] != '\0') snprintf(room->host, sizeof(room->host), "%s", host);
+    else if (gethostname(room->host, sizeof(room->host)) != 0 || room->host[0] == '\0')
+        snprintf(room->host, sizeof(room->host), "?");
+    room->host[sizeof(room->host) - 1] = '\0';
+    tp_iface_publish(room->ifaces, sizeof(room->ifaces));
+    tp_topo_publish(w->local_rank, w->local_size, room);
+    snprintf(room->boot_ip, sizeof(room->boot_ip), "%s", w->advertise_ip);
+    snprintf(room->addresses, sizeof(room->addresses), "%s", w->my_addresses);
+    tp_kernel_identity(room->kernel, sizeof(room->kernel));
 }
 
 tp_status_t tp_boot_exchange(tp_world_t *w)
 {
     size_t cap = RECORD_MAX;
     char *record = malloc(cap);
-    w->peers = tp_peers_alloc(w->size);
     w->fate_fds = malloc((size_t)w->size * sizeof(int));
-    if (record == NULL || w->peers == NULL || w->fate_fds == NULL) {
+    if (record == NULL || w->fate_fds == NULL) {
         free(record);
         return TP_ERR_NO_MEMORY;
     }
     for (int r = 0; r < w->size; r++) w->fate_fds[r] = -1;
-    tp_peer_record_t me = {.rank = w->rank,
-                           .local_rank = w->local_rank,
-                           .local_size = w->local_size,
-                           .node_rank = w->node_rank,
-                           .pid = getpid()};
-    /* The launcher's name for this host: hosts that share a kernel (namespaces, containers) share gethostname. */
-    const char *host = getenv("TP_HOST");
-    if (host != NULL && host[0] != '\0') snprintf(me.host, sizeof(me.host), "%s", host);
-    else if (gethostname(me.host, sizeof(me.host)) != 0 || me.host[0] == '\0') snprintf(me.host, sizeof(me.host), "?");
-    me.host[sizeof(me.host) - 1] = '\0';
-    tp_iface_publish(me.ifaces, sizeof(me.ifaces));
-    tp_topo_publish(&me);
-    snprintf(me.boot_ip, sizeof(me.boot_ip), "%s", w->advertise_ip);
-    snprintf(me.addresses, sizeof(me.addresses), "%s", w->my_addresses);
-    tp_kernel_identity(me.kernel, sizeof(me.kernel));
+    tp_record_room_t room = {0};
+    tp_peer_record_t me;
+    own_record(w, &room, &me);
     int n = tp_record_format(&me, w->settings, w->num_settings, record, cap);
     tp_status_t s;
     if (n < 0) {
         tp_log(TP_LOG_ERROR, "boot", "this rank's record exceeds %zu bytes (too many or too long settings)", cap);
         s = TP_ERR_INVALID;
+    } else if (w->size == 1) { /* a world of one needs no exchange: its table is its own record */
+        char why[256];
+        s = tp_table_adopt(w, record, why, sizeof(why));
+        record = NULL; /* the world's now */
+        if (s != TP_OK) tp_log(TP_LOG_ERROR, "boot", "this rank's own record does not parse: %s", why);
+        else tp_records_derive_locality(w->peers, 1);
     } else if (w->rank == 0) {
         tp_checkin_t *checkins = calloc((size_t)w->size, sizeof(*checkins));
-        const char *text = record;
+        char *text = record; /* kept until the table is made: checkins[0]'s strings */
         char why[256];
         s = checkins == NULL ? TP_ERR_NO_MEMORY : tp_record_parse(&text, &checkins[0], why, sizeof(why));
         if (s == TP_OK) s = root_exchange(w, checkins);

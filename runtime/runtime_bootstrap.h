@@ -13,7 +13,8 @@ tp_status_t tp_boot_connect(tp_world_t *w);
 /*
  * Second step: sends this rank's record (with w->my_addresses and w->settings) and waits for the table.
  * Rank 0 collects every record, names missing ranks while it waits, compares the settings, and sends the table
- * or the error to everyone. On success w->peers holds every rank's record and w->settings the agreed values.
+ * or the error to everyone (a world of one makes its table alone). On success w->peers holds every rank's record
+ * (its strings in w->peer_text) and w->settings the agreed values.
  */
 tp_status_t tp_boot_exchange(tp_world_t *w);
 

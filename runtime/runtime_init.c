@@ -140,24 +140,6 @@ static tp_status_t build_settings(tp_world_t *w, const tp_attr_t *attr)
     return TP_OK;
 }
 
-/* A world of one needs no bootstrap: its table is its own record. */
-static tp_status_t singleton_table(tp_world_t *w)
-{
-    w->peers = tp_peers_alloc(1);
-    w->fate_fds = malloc(sizeof(int));
-    if (w->peers == NULL || w->fate_fds == NULL) return TP_ERR_NO_MEMORY;
-    w->fate_fds[0] = -1;
-    tp_peer_record_t *me = &w->peers[0];
-    me->pid = getpid();
-    if (gethostname(me->host, sizeof(me->host)) != 0) snprintf(me->host, sizeof(me->host), "?");
-    me->host[sizeof(me->host) - 1] = '\0';
-    snprintf(me->boot_ip, sizeof(me->boot_ip), "%s", w->advertise_ip);
-    snprintf(me->addresses, sizeof(me->addresses), "%s", w->my_addresses);
-    tp_topo_publish(me);
-    tp_records_derive_locality(w->peers, 1);
-    return TP_OK;
-}
-
 static tp_comm_t *world_comm_create(tp_world_t *w)
 {
     tp_comm_t *c = calloc(1, sizeof(*c));
@@ -180,7 +162,8 @@ static void world_free(tp_world_t *w)
     if (w == NULL) return;
     if (w->boot_listen_fd >= 0) close(w->boot_listen_fd);
     free_settings(w->settings, w->num_settings);
-    tp_peers_free(w->peers, w->size);
+    free(w->peers);
+    free(w->peer_text);
     free(w->fate_fds);
     tp_iface_free(w);
     if (w->source == TP_WORLD_PMIX) tp_pmix_finalize(); /* PMIx hook */
@@ -221,7 +204,7 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     at[1] = tp_now_ns();
     if (s == TP_OK) s = tp_transports_open(w);
     at[2] = tp_now_ns();
-    if (s == TP_OK) s = w->size > 1 ? tp_boot_exchange(w) : singleton_table(w);
+    if (s == TP_OK) s = tp_boot_exchange(w);
     at[3] = tp_now_ns();
     if (s != TP_OK) goto err_world;
     if (w->boot_listen_fd >= 0) {

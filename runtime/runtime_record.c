@@ -4,25 +4,28 @@
 #include "runtime_log.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "runtime_iface.h"
 #include "topo_hca.h"
 
-tp_peer_record_t *tp_peers_alloc(int n)
+void tp_record_room_point(tp_record_room_t *room, tp_peer_record_t *r)
 {
-    void *p = mmap(NULL, (size_t)n * sizeof(tp_peer_record_t), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-void tp_peers_free(tp_peer_record_t *peers, int n)
-{
-    if (peers != NULL) munmap(peers, (size_t)n * sizeof(*peers));
+    r->host = room->host;
+    r->boot_ip = room->boot_ip;
+    r->kernel = room->kernel;
+    r->addresses = room->addresses;
+    r->ifaces = room->ifaces;
+    r->hcas = room->hcas;
+    r->hca_skip = room->hca_skip;
+    r->gpu = room->gpu;
+    r->cpus = room->cpus;
+    r->numa = room->numa;
+    r->bind_why = room->bind_why;
 }
 
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len)
@@ -41,8 +44,7 @@ int tp_setting_valid(const char *key, const char *value, char *why, size_t why_l
         }
     }
     if (value == NULL || strlen(value) > TP_SETTING_VALUE_MAX || strchr(value, '\n') != NULL) {
-        snprintf(why, why_len, "setting %s: the value must be one line of at most %d bytes", key,
-                 TP_SETTING_VALUE_MAX);
+        snprintf(why, why_len, "setting %s: the value must be one line of at most %d bytes", key, TP_SETTING_VALUE_MAX);
         return 0;
     }
     return 1;
@@ -96,12 +98,63 @@ static int parse_int_field(const char *v, long lo, long hi, int *out)
     return 1;
 }
 
-static int copy_field(const char *v, char *dst, size_t cap)
+static int ifaces_valid(const char *v)
 {
-    size_t len = strlen(v);
-    if (len >= cap) return 0;
-    memcpy(dst, v, len + 1);
-    return 1;
+    tp_iface_t ifs[TP_IFACES_MAX];
+    return tp_iface_parse(v, ifs, TP_IFACES_MAX) >= 0;
+}
+
+static int hcas_valid(const char *v)
+{
+    tp_hca_gid_t g[TP_HCA_GIDS_MAX];
+    return tp_hca_parse(v, g, TP_HCA_GIDS_MAX) >= 0;
+}
+
+static int nonempty(const char *v) { return v[0] != '\0'; }
+
+/* A record's string fields: where the pointer is, the bound (tp_record_room_t's), and what else must hold. */
+typedef struct record_string {
+    const char *key;
+    size_t at;
+    size_t bound;
+    int (*valid)(const char *v);
+} record_string_t;
+
+#define RECORD_STRING(name) #name, offsetof(tp_peer_record_t, name), sizeof(((tp_record_room_t *)0)->name)
+static const record_string_t record_strings[] = {
+    {RECORD_STRING(host), nonempty},       {RECORD_STRING(boot_ip), NULL},  {RECORD_STRING(addresses), NULL},
+    {RECORD_STRING(ifaces), ifaces_valid}, {RECORD_STRING(kernel), NULL},   {RECORD_STRING(hcas), hcas_valid},
+    {RECORD_STRING(hca_skip), NULL},       {RECORD_STRING(gpu), NULL},      {RECORD_STRING(cpus), NULL},
+    {RECORD_STRING(numa), NULL},           {RECORD_STRING(bind_why), NULL},
+};
+#define RECORD_INTS 5 /* rank, pid, local_rank, local_size, node_rank: bits 0-4; the strings follow */
+#define RECORD_SEEN ((1u << (RECORD_INTS + sizeof(record_strings) / sizeof(record_strings[0]))) - 1)
+
+/* Sets a string field from v (a NUL-terminated line in the record's text); its bit, or 0 when k is not one. */
+static unsigned string_field(tp_peer_record_t *r, const char *k, const char *v, int *ok)
+{
+    for (size_t i = 0; i < sizeof(record_strings) / sizeof(record_strings[0]); i++) {
+        const record_string_t *f = &record_strings[i];
+        if (strcmp(k, f->key) != 0) continue;
+        *ok = strlen(v) < f->bound && (f->valid == NULL || f->valid(v));
+        *(const char **)((char *)r + f->at) = v;
+        return 1u << (RECORD_INTS + i);
+    }
+    return 0;
+}
+
+static int add_setting(tp_checkin_t *out, const char *k, const char *v, char *why, size_t why_len)
+{
+    if (!tp_setting_valid(k, v, why, why_len) || out->num_settings >= TP_SETTINGS_MAX) return 0;
+    for (int i = 0; i < out->num_settings; i++)
+        if (strcmp(out->settings[i].key, k) == 0) return 0;
+    tp_setting_t *s = realloc(out->settings, (size_t)(out->num_settings + 1) * sizeof(*s));
+    if (s == NULL) return -1;
+    out->settings = s;
+    s[out->num_settings].key = strdup(k);
+    s[out->num_settings].value = strdup(v);
+    out->num_settings++;
+    return s[out->num_settings - 1].key != NULL && s[out->num_settings - 1].value != NULL ? 1 : -1;
 }
 
 void tp_checkin_free(tp_checkin_t *c)
@@ -111,29 +164,24 @@ void tp_checkin_free(tp_checkin_t *c)
         free(c->settings[i].value);
     }
     free(c->settings);
+    free(c->text);
     c->settings = NULL;
+    c->text = NULL;
     c->num_settings = 0;
 }
 
-tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, size_t why_len)
+tp_status_t tp_record_parse(char **text, tp_checkin_t *out, char *why, size_t why_len)
 {
-    const char *p = *text;
+    char *p = *text;
     memset(out, 0, sizeof(*out));
     unsigned seen = 0;
-    char line[TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + TP_PUBLISHED_MAX + 16];
     for (;;) {
-        const char *nl = strchr(p, '\n');
+        char *line = p, *nl = strchr(p, '\n');
         if (nl == NULL) {
             snprintf(why, why_len, "record ends without \"end\"");
             goto bad;
         }
-        size_t len = (size_t)(nl - p);
-        if (len >= sizeof(line)) {
-            snprintf(why, why_len, "record line of %zu bytes is too long", len);
-            goto bad;
-        }
-        memcpy(line, p, len);
-        line[len] = '\0';
+        *nl = '\0';
         p = nl + 1;
         if (strcmp(line, "end") == 0) break;
         char *eq = strchr(line, '=');
@@ -144,53 +192,26 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         *eq = '\0';
         const char *k = line, *v = eq + 1;
         tp_peer_record_t *r = &out->record;
-        int ok;
+        int ok = 0;
         unsigned bit = 0;
         if (strcmp(k, "rank") == 0) ok = parse_int_field(v, 0, 1 << 24, &r->rank), bit = 1;
-        else if (strcmp(k, "pid") == 0) { int pid; ok = parse_int_field(v, 1, 1 << 30, &pid); r->pid = pid; bit = 2; }
-        else if (strcmp(k, "host") == 0) ok = copy_field(v, r->host, sizeof(r->host)) && v[0], bit = 4;
-        else if (strcmp(k, "local_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_rank), bit = 8;
-        else if (strcmp(k, "local_size") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_size), bit = 16;
-        else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), bit = 32;
-        else if (strcmp(k, "boot_ip") == 0) ok = copy_field(v, r->boot_ip, sizeof(r->boot_ip)), bit = 64;
-        else if (strcmp(k, "addresses") == 0) ok = copy_field(v, r->addresses, sizeof(r->addresses)), bit = 128;
-        else if (strcmp(k, "ifaces") == 0) {
-            tp_iface_t ifs[TP_IFACES_MAX];
-            ok = copy_field(v, r->ifaces, sizeof(r->ifaces)) && tp_iface_parse(v, ifs, TP_IFACES_MAX) >= 0;
-            bit = 512;
-        }
-        else if (strcmp(k, "kernel") == 0) ok = copy_field(v, r->kernel, sizeof(r->kernel)), bit = 256;
-        else if (strcmp(k, "hcas") == 0) {
-            tp_hca_gid_t g[TP_HCA_GIDS_MAX];
-            ok = copy_field(v, r->hcas, sizeof(r->hcas)) && tp_hca_parse(v, g, TP_HCA_GIDS_MAX) >= 0;
-            bit = 1024;
-        }
-        else if (strcmp(k, "hca_skip") == 0) ok = copy_field(v, r->hca_skip, sizeof(r->hca_skip)), bit = 2048;
-        else if (strcmp(k, "gpu") == 0) ok = copy_field(v, r->gpu, sizeof(r->gpu)), bit = 4096;
-        else if (strcmp(k, "cpus") == 0) ok = copy_field(v, r->cpus, sizeof(r->cpus)), bit = 8192;
-        else if (strcmp(k, "numa") == 0) ok = copy_field(v, r->numa, sizeof(r->numa)), bit = 16384;
-        else if (strcmp(k, "bind_why") == 0) ok = copy_field(v, r->bind_why, sizeof(r->bind_why)), bit = 32768;
+        else if (strcmp(k, "pid") == 0) {
+            int pid;
+            ok = parse_int_field(v, 1, 1 << 30, &pid);
+            r->pid = pid;
+            bit = 2;
+        } else if (strcmp(k, "local_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_rank), bit = 4;
+        else if (strcmp(k, "local_size") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_size), bit = 8;
+        else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), bit = 16;
         else if (strncmp(k, "set.", 4) == 0) {
-            ok = tp_setting_valid(k + 4, v, why, why_len) && out->num_settings < TP_SETTINGS_MAX;
-            if (ok) {
-                for (int i = 0; i < out->num_settings; i++)
-                    if (strcmp(out->settings[i].key, k + 4) == 0) ok = 0;
-            }
-            if (ok) {
-                tp_setting_t *s = realloc(out->settings, (size_t)(out->num_settings + 1) * sizeof(*s));
-                if (s == NULL) goto oom;
-                out->settings = s;
-                s[out->num_settings].key = strdup(k + 4);
-                s[out->num_settings].value = strdup(v);
-                out->num_settings++;
-                if (s[out->num_settings - 1].key == NULL || s[out->num_settings - 1].value == NULL) goto oom;
-            }
-        } else {
+            ok = add_setting(out, k + 4, v, why, why_len);
+            if (ok < 0) goto oom;
+        } else if ((bit = string_field(r, k, v, &ok)) == 0) {
             snprintf(why, why_len, "record has an unknown field \"%.40s\"", k);
             goto bad;
         }
         if (!ok) {
-            snprintf(why, why_len, "record field %.40s has a bad or repeated value \"%.40s\"", k, v);
+            snprintf(why, why_len, "record field %.40s has a bad, too long or repeated value \"%.40s\"", k, v);
             goto bad;
         }
         if (bit & seen) {
@@ -199,7 +220,7 @@ tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, siz
         }
         seen |= bit;
     }
-    if (seen != 65535) {
+    if (seen != RECORD_SEEN) {
         snprintf(why, why_len, "record lacks required fields");
         goto bad;
     }
@@ -210,6 +231,35 @@ oom:
 bad:
     tp_checkin_free(out);
     return TP_ERR_PROTOCOL;
+}
+
+tp_status_t tp_table_adopt(tp_world_t *w, char *text, char *why, size_t why_len)
+{
+    w->peer_text = text;
+    w->peers = calloc((size_t)w->size, sizeof(*w->peers));
+    if (w->peers == NULL) {
+        snprintf(why, why_len, "out of memory for %d records", w->size);
+        return TP_ERR_NO_MEMORY;
+    }
+    char *p = text, one[256];
+    for (int r = 0; r < w->size; r++) {
+        tp_checkin_t ci;
+        if (tp_record_parse(&p, &ci, one, sizeof(one)) != TP_OK) {
+            snprintf(why, why_len, "at rank %d: %s", r, one);
+            return TP_ERR_PROTOCOL;
+        }
+        w->peers[r] = ci.record;
+        tp_checkin_free(&ci);
+        if (w->peers[r].rank != r) {
+            snprintf(why, why_len, "at rank %d: the record says rank %d", r, w->peers[r].rank);
+            return TP_ERR_PROTOCOL;
+        }
+    }
+    if (*p != '\0') {
+        snprintf(why, why_len, "%zu bytes after the last record", strlen(p));
+        return TP_ERR_PROTOCOL;
+    }
+    return TP_OK;
 }
 
 static const char *setting_of(const tp_checkin_t *c, const char *key)

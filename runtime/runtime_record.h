@@ -10,17 +10,39 @@
 #define TP_SETTING_KEY_MAX 64
 #define TP_SETTING_VALUE_MAX 1024
 
+/* Room for this rank's own record while it is built: each field's size is the bound a parsed record's field is held
+ * to, so a record that parses also fits here. */
+typedef struct tp_record_room {
+    char host[TP_HOST_MAX];
+    char boot_ip[64];
+    char kernel[80];
+    char addresses[TP_PUBLISHED_MAX];
+    char ifaces[TP_ADDRS_MAX];
+    char hcas[TP_ADDRS_MAX];
+    char hca_skip[TP_ADDRS_MAX];
+    char gpu[32];
+    char cpus[256];
+    char numa[16];
+    char bind_why[128];
+} tp_record_room_t;
+
+/* The longest record text without settings: every field at its bound, with its key and newline. */
+#define TP_RECORD_TEXT_MAX (sizeof(tp_record_room_t) + 512)
+
+/* Points r's strings at room's (all empty in a zeroed room). */
+void tp_record_room_point(tp_record_room_t *room, tp_peer_record_t *r);
+
 /* A record with the settings its rank holds, as parsed from one rank's check-in. */
 typedef struct tp_checkin {
     tp_peer_record_t record;
     tp_setting_t *settings;
     int num_settings;
+    char *text; /* the check-in's text when it owns it: the record's strings (freed with it) */
 } tp_checkin_t;
 
-/* The world's table of n zeroed peer records (about 6 KB each), its pages made in one system call: touched one by one
- * they cost a page fault each, tens of microseconds in a VM, N * 1.5 faults on every rank. NULL when out of memory. */
-tp_peer_record_t *tp_peers_alloc(int n);
-void tp_peers_free(tp_peer_record_t *peers, int n);
+/* Parses the table rank 0 sends (w->size records in rank order) into w->peers; w keeps text, whose lines the
+ * records' strings now are, even when it fails (why says where). */
+tp_status_t tp_table_adopt(tp_world_t *w, char *text, char *why, size_t why_len);
 
 /* Checks a setting's key and value: a reason in why when refused. */
 int tp_setting_valid(const char *key, const char *value, char *why, size_t why_len);
@@ -31,8 +53,9 @@ void tp_kernel_identity(char *out, size_t len);
 /* Appends a record and its settings as "key=value" lines ending with "end\n"; returns bytes or -1 if too long. */
 int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
                      size_t out_len);
-/* Parses one record at *text (advanced past it); strict: unknown keys and bad values are refused. */
-tp_status_t tp_record_parse(const char **text, tp_checkin_t *out, char *why, size_t why_len);
+/* Parses one record at *text (advanced past it) in place: its lines end in NULs and the record's strings point into
+ * them. Strict: unknown keys, bad values and fields past their bound are refused. */
+tp_status_t tp_record_parse(char **text, tp_checkin_t *out, char *why, size_t why_len);
 void tp_checkin_free(tp_checkin_t *c);
 
 /*

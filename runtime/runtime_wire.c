@@ -210,6 +210,15 @@ void tp_msg_reader_free(tp_msg_reader_t *r)
     r->capacity = 0;
 }
 
+char *tp_msg_reader_take(tp_msg_reader_t *r)
+{
+    char *p = r->payload;
+    r->payload = NULL;
+    r->capacity = 0;
+    r->have = 0;
+    return p;
+}
+
 tp_read_result_t tp_msg_reader_step(tp_msg_reader_t *r, int fd, char *why, size_t why_len)
 {
     for (;;) {

@@ -70,6 +70,8 @@ typedef enum tp_read_result {
 void tp_msg_reader_init(tp_msg_reader_t *r, size_t max_payload);
 void tp_msg_reader_reset(tp_msg_reader_t *r); /* after a message was consumed */
 void tp_msg_reader_free(tp_msg_reader_t *r);
+/* Hands over the complete message's payload (the caller frees it); the reader makes a new one for the next. */
+char *tp_msg_reader_take(tp_msg_reader_t *r);
 tp_read_result_t tp_msg_reader_step(tp_msg_reader_t *r, int fd, char *why, size_t why_len);
 
 /* Connects a TCP socket to host:port (non-blocking, CLOEXEC, NODELAY) and waits until deadline. */

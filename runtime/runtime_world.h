@@ -15,26 +15,28 @@
     2048 /* "name=address;..." of every transport a rank opened (kept small: every rank holds and copies every record) */
 #define TP_JOB_ID_MAX 128
 
-/* One rank as it checked in. */
+/* One rank as it checked in. Its strings point into the world's table text (peer_text): every rank holds every
+ * rank's record, so a record stays small (about 100 bytes) whatever its fields hold; the bounds each field is
+ * held to are tp_record_room_t's (runtime_record.h). */
 typedef struct tp_peer_record {
     int rank;
     int local_rank;
     int local_size;
     int node_rank;
     pid_t pid;
-    char host[TP_HOST_MAX];
-    char boot_ip[64];             /* the address it reached rank 0 from: where peers can reach it */
-    char kernel[80];              /* boot id and pid namespace: equal means its pid is valid here */
-    char addresses[TP_PUBLISHED_MAX]; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
-    char ifaces[TP_ADDRS_MAX];    /* its IPv4 interfaces (TP_IFNAME applied): "eth0:10.0.0.2/24,ib0:..." */
+    const char *host;
+    const char *boot_ip;   /* the address it reached rank 0 from: where peers can reach it */
+    const char *kernel;    /* boot id and pid namespace: equal means its pid is valid here */
+    const char *addresses; /* transport addresses: "tcp=127.0.0.1:40123;shm=..." */
+    const char *ifaces;    /* its IPv4 interfaces (TP_IFNAME applied): "eth0:10.0.0.2/24,ib0:..." */
     /* Topology (runtime/topo_report.c): its RoCE GIDs "hca:port:gid:ip:dist,...", the ports left out and why, and
      * its binding as tprun set it, for the per-peer HCA pick and rank 0's report. */
-    char hcas[TP_ADDRS_MAX];
-    char hca_skip[TP_ADDRS_MAX];
-    char gpu[32];       /* PCI bus id, "-" when none is known */
-    char cpus[256];
-    char numa[16];
-    char bind_why[128];
+    const char *hcas;
+    const char *hca_skip;
+    const char *gpu; /* PCI bus id, "-" when none is known */
+    const char *cpus;
+    const char *numa;
+    const char *bind_why;
 } tp_peer_record_t;
 
 /* A key/value that must match on every rank. */
@@ -82,6 +84,7 @@ typedef struct tp_world {
     int num_settings;
 
     tp_peer_record_t *peers; /* size records, by rank, after the bootstrap */
+    char *peer_text;         /* the table as rank 0 sent it: the records' strings */
     char my_addresses[TP_PUBLISHED_MAX];
 
     /* fate: rank 0 keeps one connection to every rank; the others one to rank 0 */

@@ -42,15 +42,15 @@ static void affinity_list(char *out, size_t len)
     }
 }
 
-void tp_topo_publish(tp_peer_record_t *me)
+void tp_topo_publish(int local_rank, int local_size, tp_record_room_t *me)
 {
     const char *bus = getenv("TP_GPU_BUS_ID");
     char gpu_pci[512] = "", path[512], err[256], gpu_err[512];
     tp_gpu_t own;
     /* Started by another launcher (torchrun, srun, mpirun; tprun's ranks have TP_BIND_WHY, and a GPU when it gave one):
      * the GPU its local rank takes, as tprun would give it. */
-    if (bus == NULL && getenv("TP_BIND_WHY") == NULL && me->local_rank >= 0 && me->local_size > 0) {
-        if (tp_gpu_of_local_rank(me->local_rank, me->local_size, environ, &own, gpu_err, sizeof(gpu_err)) != TP_OK)
+    if (bus == NULL && getenv("TP_BIND_WHY") == NULL && local_rank >= 0 && local_size > 0) {
+        if (tp_gpu_of_local_rank(local_rank, local_size, environ, &own, gpu_err, sizeof(gpu_err)) != TP_OK)
             tp_log(TP_LOG_WARN, "topo", "no GPU known for this rank: %s", gpu_err);
         else if (own.bus_id[0] != '\0') bus = own.bus_id;
     }

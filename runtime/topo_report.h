@@ -3,12 +3,12 @@
 #ifndef TOPO_REPORT_H
 #define TOPO_REPORT_H
 
-#include "runtime_world.h"
+#include "runtime_record.h"
 #include "topo_hca.h"
 
-/* Fills the record's topology fields: this rank's RoCE GIDs (TP_HCA, TP_GID_INDEX, distance from TP_GPU_BUS_ID's
+/* Fills the record's topology fields (local_rank of local_size: -1 when unknown): this rank's RoCE GIDs (TP_HCA, TP_GID_INDEX, distance from TP_GPU_BUS_ID's
  * GPU), the ports left out, and the binding tprun made (TP_BIND_*), else this process's affinity. */
-void tp_topo_publish(tp_peer_record_t *me);
+void tp_topo_publish(int local_rank, int local_size, tp_record_room_t *me);
 
 /* The ports rank r uses toward the ranks on other hosts, from the records alone (so rank 0 can tell every rank's):
  * the union of the per-peer /24 picks, nearest its GPU first; a peer with ports but no shared /24 adds rank r's

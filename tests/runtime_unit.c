@@ -1,4 +1,5 @@
 /* runtime_unit: unit tests of the runtime's pure functions and the handshake over a socket pair. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,14 +190,16 @@ static void test_config_values(void)
 static void test_records(void)
 {
     tp_peer_record_t r = {.rank = 3, .local_rank = 1, .local_size = 2, .node_rank = 1, .pid = 4711};
-    strcpy(r.host, "hostb");
-    strcpy(r.boot_ip, "198.18.1.2");
-    strcpy(r.addresses, "tcp=198.18.1.2:4000;shm=x");
+    static tp_record_room_t room;
+    tp_record_room_point(&room, &r);
+    strcpy(room.host, "hostb");
+    strcpy(room.boot_ip, "198.18.1.2");
+    strcpy(room.addresses, "tcp=198.18.1.2:4000;shm=x");
     tp_setting_t set[2] = {{"part_bytes", "4194304"}, {"model", "abc"}};
     char buf[4096], why[256];
     int n = tp_record_format(&r, set, 2, buf, sizeof(buf));
     CHECK(n > 0, "record formats");
-    const char *p = buf;
+    char *p = buf;
     tp_checkin_t c;
     CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_OK, "record parses: %s", why);
     CHECK(c.record.rank == 3 && c.record.pid == 4711 && strcmp(c.record.host, "hostb") == 0 &&
@@ -216,17 +219,20 @@ static void test_records(void)
         "rank=1\npid=1\nhost=h\nlocal_rank=0\nlocal_size=1\nnode_rank=0\nboot_ip=\naddresses=\nkernel=\nset.a b=1\nend\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        p = bad[i];
+        snprintf(buf, sizeof(buf), "%s", bad[i]); /* parsed in place */
+        p = buf;
         CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_ERR_PROTOCOL, "bad record %zu refused", i);
     }
     /* The topology fields travel, and a malformed GID list is refused like any bad field. */
-    strcpy(r.hcas, "rocep1s0f1:1:3:10.1.1.1:6");
-    strcpy(r.hca_skip, "roceP2p1s0f0:1 not active (state 1: DOWN)");
-    strcpy(r.gpu, "0000:3b:00.0");
-    strcpy(r.cpus, "0-15,32-47");
-    strcpy(r.numa, "0");
-    strcpy(r.bind_why, "nearest GPU 0000:3b:00.0");
+    strcpy(room.hcas, "rocep1s0f1:1:3:10.1.1.1:6");
+    strcpy(room.hca_skip, "roceP2p1s0f0:1 not active (state 1: DOWN)");
+    strcpy(room.gpu, "0000:3b:00.0");
+    strcpy(room.cpus, "0-15,32-47");
+    strcpy(room.numa, "0");
+    strcpy(room.bind_why, "nearest GPU 0000:3b:00.0");
     n = tp_record_format(&r, set, 0, buf, sizeof(buf));
+    char sent[4096];
+    memcpy(sent, buf, sizeof(sent)); /* the parse below ends buf's lines */
     p = buf;
     CHECK(n > 0 && tp_record_parse(&p, &c, why, sizeof(why)) == TP_OK && strcmp(c.record.hcas, r.hcas) == 0 &&
               strcmp(c.record.hca_skip, r.hca_skip) == 0 && strcmp(c.record.gpu, r.gpu) == 0 &&
@@ -234,13 +240,76 @@ static void test_records(void)
               strcmp(c.record.bind_why, r.bind_why) == 0,
           "topology fields round trip: %s", why);
     tp_checkin_free(&c);
-    char *h = strstr(buf, "hcas=");
+    char *h = strstr(sent, "hcas=");
     CHECK(h != NULL, "hcas line");
     if (h != NULL) {
         memcpy(h + 5, "rocep1s0f1:0", 12); /* port 0 */
-        p = buf;
+        p = sent;
         CHECK(tp_record_parse(&p, &c, why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "hcas") != NULL,
               "bad hcas refused: %s", why);
+    }
+}
+
+/* A field past its bound is refused (a record's strings are read into fixed rooms and buffers elsewhere); a table is
+ * the world's records in rank order and nothing after. */
+static void test_table(void)
+{
+    static tp_record_room_t room;
+    tp_peer_record_t r = {.local_rank = -1, .local_size = -1, .node_rank = -1, .pid = 4711};
+    tp_record_room_point(&room, &r);
+    strcpy(room.host, "h");
+    char text[16384], why[256];
+    size_t used = 0;
+    for (int i = 0; i < 2; i++) {
+        r.rank = i;
+        used += (size_t)tp_record_format(&r, NULL, 0, text + used, sizeof(text) - used);
+    }
+    char copy[sizeof(text)];
+    tp_world_t w = {.size = 2};
+    CHECK(tp_table_adopt(&w, strdup(text), why, sizeof(why)) == TP_OK && strcmp(w.peers[1].host, "h") == 0 &&
+              w.peers[1].rank == 1,
+          "a table of two: %s", why);
+    free(w.peers), free(w.peer_text);
+    w = (tp_world_t){.size = 3};
+    CHECK(tp_table_adopt(&w, strdup(text), why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "at rank 2") != NULL,
+          "a record short: %s", why);
+    free(w.peers), free(w.peer_text);
+    w = (tp_world_t){.size = 1};
+    CHECK(tp_table_adopt(&w, strdup(text), why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "bytes after") != NULL,
+          "a record too many: %s", why);
+    free(w.peers), free(w.peer_text);
+    memcpy(copy, text, sizeof(copy));
+    *strstr(copy, "rank=0") = 'x'; /* "xank=0": the first record refused */
+    w = (tp_world_t){.size = 2};
+    CHECK(tp_table_adopt(&w, strdup(copy), why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "at rank 0") != NULL,
+          "a bad first record: %s", why);
+    free(w.peers), free(w.peer_text);
+    /* every string field one byte under its bound and at it (no room for the NUL) */
+#define FIELD(name) #name, offsetof(tp_peer_record_t, name), sizeof(room.name)
+    static const struct {
+        const char *key;
+        size_t at, bound;
+    } fields[] = {{FIELD(host)}, {FIELD(boot_ip)}, {FIELD(kernel)}, {FIELD(addresses)}, {FIELD(hca_skip)},
+                  {FIELD(gpu)},  {FIELD(cpus)},    {FIELD(numa)},   {FIELD(bind_why)}};
+#undef FIELD
+    for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
+        for (size_t len = fields[f].bound - 1; len <= fields[f].bound; len++) {
+            char *value = malloc(len + 1);
+            memset(value, 'a', len);
+            value[len] = '\0';
+            tp_peer_record_t b = r;
+            b.rank = 0;
+            *(const char **)((char *)&b + fields[f].at) = value;
+            int n = tp_record_format(&b, NULL, 0, text, sizeof(text));
+            w = (tp_world_t){.size = 1};
+            tp_status_t st = n > 0 ? tp_table_adopt(&w, strdup(text), why, sizeof(why)) : TP_ERR_INVALID;
+            if (len < fields[f].bound)
+                CHECK(st == TP_OK, "%s of %zu bytes (bound %zu) taken: %s", fields[f].key, len, fields[f].bound, why);
+            else
+                CHECK(st == TP_ERR_PROTOCOL && strstr(why, fields[f].key) != NULL,
+                      "%s of %zu bytes (bound %zu) refused: %s", fields[f].key, len, fields[f].bound, why);
+            free(w.peers), free(w.peer_text), free(value);
+        }
     }
 }
 
@@ -274,12 +343,13 @@ static void test_locality(void)
     memset(r, 0, sizeof(r));
     const char *hosts[] = {"a", "b", "a", "c", "b"};
     for (int i = 0; i < 5; i++) {
-        strcpy(r[i].host, hosts[i]);
+        r[i].host = hosts[i];
         r[i].local_rank = r[i].local_size = r[i].node_rank = -1;
     }
     tp_records_derive_locality(r, 5);
     CHECK(r[0].node_rank == 0 && r[1].node_rank == 1 && r[2].node_rank == 0 && r[3].node_rank == 2 &&
-              r[4].node_rank == 1, "node ranks by first appearance");
+              r[4].node_rank == 1,
+          "node ranks by first appearance");
     CHECK(r[2].local_rank == 1 && r[2].local_size == 2 && r[3].local_rank == 0 && r[3].local_size == 1,
           "local ranks by host");
 }
@@ -408,6 +478,7 @@ int main(void)
     test_config_values();
     test_world_env();
     test_records();
+    test_table();
     test_settings();
     test_locality();
     test_auth();

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime_pairs.h"
+#include "runtime_record.h"
 #include "runtime_transports.h"
 #include "unit_check.h"
 
@@ -115,9 +116,11 @@ static void test_select(const char *spec, int no_tcp, const char *const *want, t
     snprintf(w->boot_host, sizeof(w->boot_host), "127.0.0.1");
     CHECK(tp_transports_open(w) == TP_OK, "%s: open", spec);
     w->peers = calloc(5, sizeof(*w->peers));
+    static tp_record_room_t rooms[5];
     for (int r = 0; r < 5; r++) {
-        snprintf(w->peers[r].host, sizeof(w->peers[r].host), "h%d", r);
-        snprintf(w->peers[r].addresses, sizeof(w->peers[r].addresses), "%s",
+        tp_record_room_point(&rooms[r], &w->peers[r]);
+        snprintf(rooms[r].host, sizeof(rooms[r].host), "h%d", r);
+        snprintf(rooms[r].addresses, sizeof(rooms[r].addresses), "%s",
                  r == no_tcp ? "unit=127.0.0.1:9" : "tcp=127.0.0.1:9;unit=127.0.0.1:9");
     }
     CHECK(tp_transports_select(w) == want_status, "%s: select", spec);
