@@ -20,7 +20,7 @@
 #include "runtime_record.h"
 #include "runtime_wire.h"
 
-#define RECORD_MAX    (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + 4096)
+#define RECORD_MAX    (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + TP_RECORD_TEXT_MAX)
 #define PENDING_EXTRA 64 /* handshakes held beyond one per rank still expected */
 
 enum { CONN_AUTH, CONN_RECORD, CONN_IN };
@@ -494,23 +494,38 @@ static void own_record(const tp_world_t *w, tp_record_room_t *room, tp_peer_reco
     tp_kernel_identity(room->kernel, sizeof(room->kernel));
 }
 
+/* This rank's record as text in a buffer about its size (most are under 1 KB; *n = -1 when over RECORD_MAX): a
+ * RECORD_MAX buffer, freed, would raise glibc's mmap threshold to 300 KB, and this rank's later large callocs (the
+ * collectives' per-peer tables) would be cleared page by page rather than mapped untouched. NULL: no memory. */
+static char *format_own(const tp_world_t *w, int *n)
+{
+    tp_record_room_t room = {0};
+    tp_peer_record_t me;
+    own_record(w, &room, &me);
+    *n = -1;
+    for (size_t cap = 4096;; cap *= 2) {
+        char *record = malloc(cap);
+        if (record == NULL) return NULL;
+        if ((*n = tp_record_format(&me, w->settings, w->num_settings, record, cap)) >= 0 || cap >= RECORD_MAX)
+            return record;
+        free(record);
+    }
+}
+
 tp_status_t tp_boot_exchange(tp_world_t *w)
 {
-    size_t cap = RECORD_MAX;
-    char *record = malloc(cap);
+    int n;
+    char *record = format_own(w, &n);
     w->fate_fds = malloc((size_t)w->size * sizeof(int));
     if (record == NULL || w->fate_fds == NULL) {
         free(record);
         return TP_ERR_NO_MEMORY;
     }
     for (int r = 0; r < w->size; r++) w->fate_fds[r] = -1;
-    tp_record_room_t room = {0};
-    tp_peer_record_t me;
-    own_record(w, &room, &me);
-    int n = tp_record_format(&me, w->settings, w->num_settings, record, cap);
     tp_status_t s;
     if (n < 0) {
-        tp_log(TP_LOG_ERROR, "boot", "this rank's record exceeds %zu bytes (too many or too long settings)", cap);
+        tp_log(TP_LOG_ERROR, "boot", "this rank's record exceeds %zu bytes (too many or too long settings)",
+               (size_t)RECORD_MAX);
         s = TP_ERR_INVALID;
     } else if (w->size == 1) { /* a world of one needs no exchange: its table is its own record */
         char why[256];
