@@ -129,8 +129,10 @@ tp_status_t coll_hier_gather(coll_call_t *c, void *const *blocks, const size_t *
     for (int j = 0; j < w && s == TP_OK; j++) { /* this host: blocks of index i out, blocks of index j in */
         if (j == i) continue;
         int p = member(h, g0, j);
-        for (int g = 0; g < m && s == TP_OK; g++) {
-            int r = member(h, g, j), q = member(h, g, i);
+        /* this host's own blocks first (g0, then the next hosts), on both sides alike: a forwarded block waits for
+         * its host, and a rank that called another collective must see this call's header from here, not wait */
+        for (int k = 0; k < m && s == TP_OK; k++) {
+            int g = (g0 + k) % m, r = member(h, g, j), q = member(h, g, i);
             s = coll_post(c, coll_xfer(c, p, 0, (uint8_t)(1 + g), blocks[r], lens[r], 0, 0));
             tp_xfer_t *x = coll_xfer(c, p, 1, (uint8_t)(1 + g), blocks[q], lens[q], 0, 0);
             if (x != NULL && g != g0) x->ready = 0; /* forwarded as it arrives */

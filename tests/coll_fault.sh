@@ -18,6 +18,18 @@ for mode in desync-coll desync-count desync-type desync-root desync-large desync
         else fail "$mode at $n ranks: $got of $n ranks reported the desync"; echo "$out" | tail -12; fi
     done
 done
+# The hierarchical algorithms (TP_COLL_HIER=on; TP_HOST names pretend hosts) on 2 hosts x 2 ranks, consecutive and
+# interleaved, and 4 x 2: each rank's first frames must reach a rank that checks them, never wait behind a forwarded
+# block that a rank in another collective will not send (desync-coll at 2 x 2 hung there in coll_hier_gather).
+for lay in "4 r/2" "4 r%2" "8 r/2"; do
+    set -- $lay
+    for mode in desync-coll desync-count desync-type desync-root desync-large desync-barrier; do
+        out=$(TP_COLL_HIER=on TP_ERRORS=return timeout 30 "$TPRUN" -n $1 sh -c "r=\$TP_RANK; TP_HOST=h\$(($2)) exec $PROG $mode" 2>&1)
+        got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: tp_[a-z_]*: peer rank [0-9]* (.*) failed: ranks called different collectives: desync with rank")
+        if [ "$got" -eq "$1" ]; then echo "ok: $mode at $1 ranks, hierarchical, host h\$(($2)): every rank failed with a desync"
+        else fail "$mode at $1 ranks, hierarchical, host h\$(($2)): $got of $1 ranks reported the desync"; echo "$out" | tail -12; fi
+    done
+done
 for n in 2 4; do # fatal, the default: no call returns; every rank exits 70 naming the one desync rank 0 took
     out=$(timeout 30 "$TPRUN" -n $n $PROG desync-coll 2>&1)
     st=$?
