@@ -150,7 +150,7 @@ static tp_status_t ring_room(shm_peer_t *p, int rank, uint64_t head, size_t want
 /*
  * Where a ring frame's payload goes: at the ring's start when all of it fits there now, else where the last one
  * ended. Frames then reuse the ring's first pages instead of walking all of it: they stay in cache, and in a virtual
- * machine the first touch of each page through each mapping costs tens of microseconds.
+ * machine the first touch of each page through each mapping is expensive, populated or not.
  */
 static tp_status_t ring_start(shm_peer_t *p, int rank, uint64_t head, size_t fl, uint64_t *start)
 {
