@@ -73,6 +73,12 @@ tests_shm_lend_LDADD = libtp.la
 tests_shm_lend_LDFLAGS = -no-install
 TESTS += tests/shm_lend.sh
 EXTRA_DIST += tests/shm_lend.sh
+check_PROGRAMS += tests/shm_ring
+tests_shm_ring_SOURCES = tests/shm_ring.c
+tests_shm_ring_LDADD = libtp.la
+tests_shm_ring_LDFLAGS = -no-install
+TESTS += tests/shm_ring.sh
+EXTRA_DIST += tests/shm_ring.sh
 # Hierarchical collectives on namespace hosts (root only, else 77): bits, placements, a rank killed mid-call.
 check_PROGRAMS += tests/coll_hier_loop
 tests_coll_hier_loop_SOURCES = tests/coll_hier_loop.c

@@ -1,7 +1,8 @@
 /*
  * shm_fault: a peer that writes garbage into the shared-memory transport's segments, and a job whose every rank is
- * SIGKILLed. head|cma|cell|seq|tail|cells|fuzz: rank 1 writes an impossible written position (while rank 0 reads a
- * ring payload), a frame whose payload is to be read from address 8 of rank 1 (CMA), a forged header in a cell, an
+ * SIGKILLed. head|cma|start|cell|seq|tail|cells|fuzz: rank 1 writes an impossible written position (while rank 0
+ * reads a ring payload), a frame whose payload is to be read from address 8 of rank 1 (CMA) or from a ring position
+ * that is neither where the last frame ended nor the ring's next start, a forged header in a cell, an
  * impossible cell sequence word, an impossible consumed position or
  * cell count (while rank 0 fills the ring or the cells), or random bytes over all of rank 0's segment; rank 0's
  * next call must fail with TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
@@ -90,6 +91,10 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
             if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
             uint64_t via[2] = {SHM_VIA_CMA, 8};
             memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
+        } else if (strcmp(mode, "start") == 0) { /* a payload in the ring, then its cell says: it starts elsewhere */
+            if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
+            uint64_t via[2] = {SHM_VIA_RING, atomic_load(&c->head) - 3};
+            memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
         } else if (strcmp(mode, "cell") == 0) { /* a whole header of garbage in the cell rank 0 reads next */
             for (int i = 0; i < SHM_CELL_BODY; i++) cells[next % SHM_CELLS].body[i] = (uint8_t)(i * 37 + 11);
             atomic_store(&cells[next % SHM_CELLS].seq, next + 1);
@@ -108,13 +113,14 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
         static float one[1];
         /* rank 0 goes on only after this: straight (tail, cells) or through rank 2 (head: rank 0 then reads from 1) */
         if (strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0) tp_send(w, one, 1, TP_F32, 0, NULL);
-        if (strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0) tp_send(w, one, 1, TP_F32, 2, NULL);
+        if (strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0)
+            tp_send(w, one, 1, TP_F32, 2, NULL);
         /* waits for the verdict (a call or a finalize now would end rank 0's call before it reads the garbage) */
         char v;
         return read(verdict_pipe[0], &v, 1) != 1;
     }
     static float x[1 << 19]; /* 2 MiB: more than a ring */
-    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0,
+    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0,
         fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
     if (me == 2 && relay && (tp_recv(w, x, 1, TP_F32, 1, NULL) != TP_OK || tp_send(w, x, 1, TP_F32, 0, NULL) != TP_OK))
         return 1;

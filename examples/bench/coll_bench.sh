@@ -8,7 +8,9 @@
 # median over the rounds of each round's p50 / p90, a ratio the median of the rounds' ratios (a loaded machine
 # moves single runs several-fold). --base DIR also runs DIR's tprun and tp-bench (another build, e.g. the one
 # before a change) in each round, as "base" columns. Run it under `nice -n -20` on a shared machine: every program
-# inherits it.
+# inherits it. Where the kernel groups processes by session (/proc/sys/kernel/sched_autogroup_enabled is 1), nice
+# only orders processes inside one session and each other session still gets an equal share of the CPUs; then, as
+# root: setsid -w bash -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 examples/bench/coll_bench.sh ...'
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
 # rank per core; both leave an oversubscribed job unbound.
 # TPRUN and BENCH_PROG name the programs (default: ./tprun and ./tp-bench in the build directory). A peer that

@@ -10,7 +10,7 @@
 
 #include "tp_provider.h"
 
-#define SHM_MAGIC          0x74702d73686d3032ULL /* "tp-shm02": a segment of this layout */
+#define SHM_MAGIC          0x74702d73686d3033ULL /* "tp-shm03": a segment of this layout and protocol */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
@@ -47,7 +47,7 @@ typedef struct shm_chan {
 } shm_chan_t;
 
 /* What follows the header in the cell of a frame whose payload is not inline: where the payload is. */
-#define SHM_VIA_RING 1 /* the byte ring */
+#define SHM_VIA_RING 1 /* the byte ring, from the position beside it */
 #define SHM_VIA_CMA  2 /* the sender's buffer, at the address beside it, until the receiver consumes the cell */
 
 typedef struct shm_cell {

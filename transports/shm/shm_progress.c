@@ -147,24 +147,46 @@ static tp_status_t ring_room(shm_peer_t *p, int rank, uint64_t head, size_t want
     return TP_OK;
 }
 
-/* Starts x's next frame: its header in a cell, with the payload when it fits there; *go is 0 when it must wait. */
-static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t base, int *go)
+/*
+ * Where a ring frame's payload goes: at the ring's start when all of it fits there now, else where the last one
+ * ended. Frames then reuse the ring's first pages instead of walking all of it: they stay in cache, and in a virtual
+ * machine the first touch of each page through each mapping is expensive, populated or not.
+ */
+static tp_status_t ring_start(shm_peer_t *p, int rank, uint64_t head, size_t fl, uint64_t *start)
+{
+    uint64_t skip = (p->ring - (head & (p->ring - 1))) & (p->ring - 1), space = 0;
+    *start = head;
+    if (skip == 0 || fl > p->ring - skip) return TP_OK;
+    tp_status_t s = ring_room(p, rank, head, skip + fl, &space);
+    if (s == TP_OK && space >= skip + fl) *start = head + skip;
+    return s;
+}
+
+/* Starts x's next frame: its header in a cell, with the payload when it fits there (else where it goes: the ring
+ * from *head on, or this rank's buffer for the peer to read); *go is 0 when it must wait. */
+static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t base, uint64_t *head, int *go)
 {
     size_t fl = tp_xfer_frame_len(x, base), fr = tp_xfer_frame_ready(x, base);
     int inl = fl <= SHM_INLINE_MAX, room = 0;
     *go = 0;
     if ((inl && fr < fl) || (!inl && fr == 0)) return TP_OK; /* its bytes do not exist yet */
-    uint64_t k = cells_for(fl), c = p->out_cells_sent;
+    uint64_t k = cells_for(fl), c = p->out_cells_sent, start = *head;
     tp_status_t s = cells_room(p, rank, k, &room);
     if (s != TP_OK || !room) {
         p->stalled = s == TP_OK;
         return s;
     }
-    shm_cell_t *cell = &p->out_cells[c % SHM_CELLS];
-    tp_xfer_frame_header(x, base, cell->body);
     int cma = !inl && p->cma_min > 0 && fl >= p->cma_min && fr == fl &&
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
-    uint64_t via[2] = {cma ? SHM_VIA_CMA : SHM_VIA_RING, (uint64_t)(uintptr_t)((const uint8_t *)x->buf + base)};
+    if (!inl && !cma && (s = ring_start(p, rank, *head, fl, &start)) != TP_OK) return s;
+    if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
+        *head = start;
+        atomic_store_explicit(&p->out->head, start, memory_order_release);
+    }
+    shm_cell_t *cell = &p->out_cells[c % SHM_CELLS];
+    tp_xfer_frame_header(x, base, cell->body);
+    uint64_t via[2] = {cma ? SHM_VIA_CMA : SHM_VIA_RING,
+                       cma ? (uint64_t)(uintptr_t)((const uint8_t *)x->buf + base) : start};
     if (inl) {
         cells_put(p->out_cells, c, (const uint8_t *)x->buf + base, fl);
         x->done = base + fl;
@@ -221,7 +243,7 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
         }
         if (x->frame_off == 0) {
             int go = 0;
-            if ((s = send_header(p, rank, x, base, &go)) != TP_OK || !go) break;
+            if ((s = send_header(p, rank, x, base, &head, &go)) != TP_OK || !go) break;
             if (x->frame_off == 0) { /* inline: the frame is out */
                 if (x->done == x->len) send_complete(p, x);
                 continue;
@@ -322,14 +344,23 @@ static tp_status_t recv_ring(shm_peer_t *p, int rank, uint64_t *tail, int *moved
     return TP_OK;
 }
 
-/* A frame whose payload is not in its cells: from the ring as it arrives, or read at once from the sender's buffer
- * (CMA) into this rank's receive, whose own length bounds the read whatever the peer wrote. */
-static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl)
+/* A frame whose payload is not in its cells: from the ring as it arrives (where the last one ended, or at the ring's
+ * next start), or read at once from the sender's buffer (CMA) into this rank's receive, whose own length bounds the
+ * read whatever the peer wrote. */
+static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, uint64_t *tail)
 {
     uint64_t via[2];
     char why[200];
     memcpy(via, p->hdr + H, sizeof(via));
     if (via[0] == SHM_VIA_RING) {
+        uint64_t next = (*tail + p->ring - 1) & ~(uint64_t)(p->ring - 1);
+        if (via[1] != *tail && via[1] != next) {
+            snprintf(why, sizeof(why), "its frame's ring position %llu is neither %llu nor %llu",
+                     (unsigned long long)via[1], (unsigned long long)*tail, (unsigned long long)next);
+            return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
+        }
+        *tail = via[1]; /* the bytes skipped to the ring's start were never written */
+        if (p->in_head_seen < *tail) p->in_head_seen = *tail;
         p->in_cells_next++;
         p->rx_cur = x;
         p->rx_left = fl;
@@ -379,7 +410,7 @@ static tp_status_t pump_recv(shm_state_t *st, shm_peer_t *p, int rank, int *move
             x->done += fl;
             p->in_cells_next += cells_for(fl);
             recv_finish_frame(p, x);
-        } else if ((s = recv_large(p, rank, x, fl)) != TP_OK) {
+        } else if ((s = recv_large(p, rank, x, fl, &tail)) != TP_OK) {
             break;
         }
     }
