@@ -119,6 +119,10 @@ const tp_config_entry_t tp_core_config[] = {
      "seconds without a heartbeat after which a peer counts as hung and the job fails", NULL},
     {"TP_TEST_TABLE_DELAY", "test_table_delay", TP_CONFIG_SECONDS, TP_CONFIG_USER, NULL,
      "for tests: seconds rank 0 waits after each bootstrap table it sends, as a loaded machine may; unset: none", NULL},
+    {"TP_TEST_FATE_BURN", "test_fate_burn", TP_CONFIG_SECONDS, TP_CONFIG_USER, NULL,
+     "for tests: seconds of CPU time the fate thread spends before each heartbeat round, as one among thousands of "
+     "peers would; unset: none",
+     NULL},
     {"TP_ERRORS", "errors", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "fatal",
      "fatal: a call that meets a peer's failure does not return (the rank names the first failure, runs the fate "
      "callbacks and exits with 70); return: the call returns it to the engine",
