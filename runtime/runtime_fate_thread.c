@@ -254,7 +254,13 @@ void *tp_fate_thread_main(void *arg)
             if (now - p->last_rx > limit) {
                 char reason[200];
                 int64_t again = tp_fate_silence(r, now, reason, sizeof(reason));
-                if (again == 0) decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
+                /* What it sent after the socket was read counts: this thread may have waited for a CPU before it read
+                 * the peer's state, and the peer, starved too, may have sent its heartbeat and gone back to sleep. */
+                if (again == 0 && tp_fate_service_peer(r, tp_now_ns())) goto finished;
+                if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
+                if (again == 0 && now - p->last_rx > limit)
+                    decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
+                again = again != 0 ? again : p->last_rx + limit + 1;
                 until = earliest(until, again);
             } else {
                 until = earliest(until, p->last_rx + limit + 1);
