@@ -121,6 +121,7 @@ tp_status_t tp_fate_start(tp_world_t *w)
     atomic_store(&tp_fate.verdict, 0);
     tp_fate.deciding = 0;
     tp_fate.test_burn_ns = test_burn_ns();
+    tp_fate.first_hb_at = tp_now_ns();
     tp_fate_heartbeat_all(); /* before tp_init returns: peers count this rank's silence from here (it is live) */
     if (pthread_create(&tp_fate.thread, NULL, tp_fate_thread_main, w) != 0) {
         tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread");

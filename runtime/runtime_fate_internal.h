@@ -18,7 +18,7 @@
 /* Rank 0 sends finalize news this long after it changed, so a clean finalize (every rank at once) sends none. */
 #define STOP_RELAY_NS          1000000
 #define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
-#define FATE_SLICE_NS          100000 /* the shortest slice the kernel grants */
+#define FATE_SLICE_NS          100000    /* the shortest slice the kernel grants */
 #define FATE_THREAD_NAME       "tp-fate" /* how a peer on this kernel finds the thread in /proc */
 
 typedef struct fate_peer {
@@ -29,10 +29,10 @@ typedef struct fate_peer {
     int servicing;    /* its messages are being read (arbitrate reads them early, never twice at once) */
     int64_t last_rx;
     int live; /* heard since its fate started: TP_HEARTBEAT_TIMEOUT applies, before that (its tp_init) TP_BOOT_TIMEOUT */
-    int local;          /* it runs on this kernel: /proc shows whether its silent fate thread waits for a CPU */
-    pid_t fate_tid;     /* its fate thread, once found in /proc (0: not yet) */
-    pid_t wait_tid;     /* the thread whose CPU time wait_cpu counts from, 0 while it is not waiting for a CPU */
-    int64_t wait_cpu;   /* that thread's CPU time when its silence was first found to be a wait for a CPU */
+    int local;        /* it runs on this kernel: /proc shows whether its silent fate thread waits for a CPU */
+    pid_t fate_tid;   /* its fate thread, once found in /proc (0: not yet) */
+    pid_t wait_tid;   /* the thread whose CPU time wait_cpu counts from, 0 while it is not waiting for a CPU */
+    int64_t wait_cpu; /* that thread's CPU time when its silence was first found to be a wait for a CPU */
     tp_msg_reader_t reader;
 } fate_peer_t;
 
@@ -59,7 +59,8 @@ typedef struct tp_fate_state {
     fate_peer_t *peers;
     int64_t interval_ns, timeout_ns, boot_timeout_ns;
     int64_t test_burn_ns; /* TP_TEST_FATE_BURN: CPU time the thread spends before each heartbeat round */
-    int errors_return; /* TP_ERRORS=return: calls return the failure instead of the process exiting */
+    int64_t first_hb_at;  /* when tp_fate_start began the first heartbeat round: the thread's rounds follow it */
+    int errors_return;    /* TP_ERRORS=return: calls return the failure instead of the process exiting */
     /* the verdict: the job's first failure as rank 0 decided it (under lock; verdict set once) */
     atomic_int verdict;
     int deciding; /* the fate thread is making the verdict */

@@ -212,7 +212,10 @@ void *tp_fate_thread_main(void *arg)
     prefer_wakeups();
     struct pollfd *pfd = calloc(2 * (size_t)w->size + 1, sizeof(*pfd));
     int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
-    int64_t next_hb = tp_now_ns() + tp_fate.interval_ns;     /* tp_fate_start sent the first */
+    /* tp_fate_start sent the first round: the next is due an interval after it began, not after this thread started
+     * (on a starved host the round and the thread's creation took over 1 s, and the thread, asleep in poll for
+     * another interval, was named as hung by the ranks served first) */
+    int64_t next_hb = tp_fate.first_hb_at + tp_fate.interval_ns;
     int sent_bye = 0, finalizing = 0;
     if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
     while (!atomic_load(&tp_fate.verdict)) {
