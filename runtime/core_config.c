@@ -112,13 +112,22 @@ const tp_config_entry_t tp_core_config[] = {
      NULL},
     /* Settings a user may change; those marked agree must match on every rank. */
     {"TP_BOOT_TIMEOUT", "boot_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "60",
-     "seconds to wait for every rank to check in before the bootstrap fails naming the missing ranks", NULL},
+     "seconds to wait for every rank to check in before the bootstrap fails naming the missing ranks; also the "
+     "longest a peer may be silent before its fate starts, or while its fate thread (on this host) is runnable, "
+     "waiting for a CPU",
+     NULL},
     {"TP_BOOT_REPORT", "boot_report", TP_CONFIG_SECONDS, TP_CONFIG_USER, "2",
      "seconds between 'waiting for ranks ...' messages while the bootstrap waits", NULL},
     {"TP_HEARTBEAT_TIMEOUT", "heartbeat_timeout", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_AGREE, "1",
-     "seconds without a heartbeat after which a peer counts as hung and the job fails", NULL},
+     "seconds without a heartbeat after which a peer counts as hung and the job fails (a peer on this host whose fate "
+     "thread waits for a CPU is not hung: TP_BOOT_TIMEOUT bounds it)",
+     NULL},
     {"TP_TEST_TABLE_DELAY", "test_table_delay", TP_CONFIG_SECONDS, TP_CONFIG_USER, NULL,
      "for tests: seconds rank 0 waits after each bootstrap table it sends, as a loaded machine may; unset: none", NULL},
+    {"TP_TEST_FATE_BURN", "test_fate_burn", TP_CONFIG_SECONDS, TP_CONFIG_USER, NULL,
+     "for tests: seconds of CPU time the fate thread spends before each heartbeat round, as one among thousands of "
+     "peers would; unset: none",
+     NULL},
     {"TP_ERRORS", "errors", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "fatal",
      "fatal: a call that meets a peer's failure does not return (the rank names the first failure, runs the fate "
      "callbacks and exits with 70); return: the call returns it to the engine",

@@ -31,7 +31,7 @@ libtp_la_SOURCES += \
 	runtime/runtime_bootstrap.c runtime/runtime_bootstrap.h \
 	runtime/runtime_env.c runtime/runtime_env.h \
 	runtime/runtime_fate.c runtime/runtime_fate.h runtime/runtime_fate_internal.h \
-	runtime/runtime_fate_thread.c runtime/runtime_fate_verdict.c \
+	runtime/runtime_fate_thread.c runtime/runtime_fate_verdict.c runtime/runtime_fate_silence.c \
 	runtime/runtime_stop.c runtime/runtime_stop.h \
 	runtime/runtime_iface.c runtime/runtime_iface.h \
 	runtime/runtime_init.c \

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime_config.h"
 #include "runtime_fate.h"
 #include "runtime_fate_internal.h"
 #include "runtime_log.h"
@@ -70,6 +71,16 @@ int64_t tp_fate_interval_ns(const tp_world_t *w)
     return quarter > 1000000 ? quarter : 1000000;
 }
 
+/* TP_TEST_FATE_BURN: CPU time the fate thread spends before each heartbeat round, for tests of a starved one. */
+static int64_t test_burn_ns(void)
+{
+    const char *text = tp_config_value("TP_TEST_FATE_BURN");
+    double s = 0;
+    char err[128]; /* tp_init checked the environment already */
+    if (text != NULL && tp_config_parse_seconds("TP_TEST_FATE_BURN", text, &s, err, sizeof(err)) != TP_OK) s = 0;
+    return (int64_t)(s * 1e9);
+}
+
 tp_status_t tp_fate_start(tp_world_t *w)
 {
     if (w->size == 1) return TP_OK;
@@ -86,7 +97,8 @@ tp_status_t tp_fate_start(tp_world_t *w)
         tp_fate.peers[r].fd = w->fate_fds[r];
         tp_fate.peers[r].pidfd = -1;
         /* here, not in the fate thread: its short slice makes N system calls there span many turns on a busy core */
-        if (r != w->rank && kernel[0] != '\0' && strcmp(w->peers[r].kernel, kernel) == 0)
+        tp_fate.peers[r].local = r != w->rank && kernel[0] != '\0' && strcmp(w->peers[r].kernel, kernel) == 0;
+        if (tp_fate.peers[r].local)
             tp_fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0); /* -1: the connection alone */
         tp_fate.peers[r].last_rx = now;
         if (tp_fate.peers[r].fd >= 0) tp_fd_set_nonblocking(tp_fate.peers[r].fd);
@@ -108,11 +120,15 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.relay_at = 0;
     atomic_store(&tp_fate.verdict, 0);
     tp_fate.deciding = 0;
+    tp_fate.test_burn_ns = test_burn_ns();
+    tp_fate.first_hb_at = tp_now_ns();
     tp_fate_heartbeat_all(); /* before tp_init returns: peers count this rank's silence from here (it is live) */
     if (pthread_create(&tp_fate.thread, NULL, tp_fate_thread_main, w) != 0) {
         tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread");
         return TP_ERR_SYSTEM;
     }
+    /* named here, not by the thread, which may not run for a while: peers on this kernel look for it by name */
+    pthread_setname_np(tp_fate.thread, FATE_THREAD_NAME);
     tp_fate.running = 1;
     return TP_OK;
 }

@@ -5,7 +5,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "runtime_wire.h"
 #include "runtime_world.h"
@@ -16,7 +18,8 @@
 /* Rank 0 sends finalize news this long after it changed, so a clean finalize (every rank at once) sends none. */
 #define STOP_RELAY_NS          1000000
 #define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
-#define FATE_SLICE_NS          100000 /* the shortest slice the kernel grants */
+#define FATE_SLICE_NS          100000    /* the shortest slice the kernel grants */
+#define FATE_THREAD_NAME       "tp-fate" /* how a peer on this kernel finds the thread in /proc */
 
 typedef struct fate_peer {
     int fd;
@@ -26,6 +29,10 @@ typedef struct fate_peer {
     int servicing;    /* its messages are being read (arbitrate reads them early, never twice at once) */
     int64_t last_rx;
     int live; /* heard since its fate started: TP_HEARTBEAT_TIMEOUT applies, before that (its tp_init) TP_BOOT_TIMEOUT */
+    int local;        /* it runs on this kernel: /proc shows whether its silent fate thread waits for a CPU */
+    pid_t fate_tid;   /* its fate thread, once found in /proc (0: not yet) */
+    pid_t wait_tid;   /* the thread whose CPU time wait_cpu counts from, 0 while it is not waiting for a CPU */
+    int64_t wait_cpu; /* that thread's CPU time when its silence was first found to be a wait for a CPU */
     tp_msg_reader_t reader;
 } fate_peer_t;
 
@@ -51,7 +58,9 @@ typedef struct tp_fate_state {
     atomic_int dying;
     fate_peer_t *peers;
     int64_t interval_ns, timeout_ns, boot_timeout_ns;
-    int errors_return; /* TP_ERRORS=return: calls return the failure instead of the process exiting */
+    int64_t test_burn_ns; /* TP_TEST_FATE_BURN: CPU time the thread spends before each heartbeat round */
+    int64_t first_hb_at;  /* when tp_fate_start began the first heartbeat round: the thread's rounds follow it */
+    int errors_return;    /* TP_ERRORS=return: calls return the failure instead of the process exiting */
     /* the verdict: the job's first failure as rank 0 decided it (under lock; verdict set once) */
     atomic_int verdict;
     int deciding; /* the fate thread is making the verdict */
@@ -83,6 +92,11 @@ void tp_fate_decide(int rank, tp_status_t status, const char *reason, int from_z
 void tp_fate_suspect(int rank, tp_status_t status, const char *reason, int64_t now);
 /* A FAIL message: from rank 0 it is the verdict; at rank 0, another rank's suspicion. */
 void tp_fate_on_fail(int from, char *payload, int64_t now);
+
+/* runtime_fate_silence.c */
+/* Peer r sent nothing for longer than its limit: 0 with reason filled when it failed (stopped, hung, or never
+ * started its fate), else when to look again (its fate thread, on this kernel, is waiting for a CPU). */
+int64_t tp_fate_silence(int r, int64_t now, char *reason, size_t len);
 
 /* runtime_fate_thread.c */
 /* Reads what peer r sent; returns 1 when this rank's finalize is complete. */

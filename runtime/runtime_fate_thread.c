@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime_fate.h"
@@ -132,6 +133,7 @@ static int read_peer(int r, int64_t now)
         }
         p->last_rx = now;
         p->live = 1;
+        p->wait_tid = 0; /* heard: a wait for a CPU it was in is over */
         int to_zero = tp_fate.world->rank == 0;
         switch (p->reader.header.type) {
         case TP_MSG_HEARTBEAT: break;
@@ -189,23 +191,37 @@ static void prefer_wakeups(void)
         tp_log(TP_LOG_DEBUG, "fate", "sched_setattr (a short time slice for the fate thread): %s", strerror(errno));
 }
 
-/* Until the job is over for this rank: its finalize completed, or (return mode) a verdict. */
+/* TP_TEST_FATE_BURN: spends this much CPU time, as a heartbeat round among thousands of peers would. */
+static void burn_cpu(int64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    int64_t until = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec + ns;
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    while ((int64_t)t.tv_sec * 1000000000 + t.tv_nsec < until);
+}
+
 /* How long peer p may be silent: TP_HEARTBEAT_TIMEOUT once heard since its fate started, before that (it is still
  * in its tp_init) TP_BOOT_TIMEOUT. */
 static int64_t silence_limit(const fate_peer_t *p) { return p->live ? tp_fate.timeout_ns : tp_fate.boot_timeout_ns; }
 
+/* Until the job is over for this rank: its finalize completed, or (return mode) a verdict. */
 void *tp_fate_thread_main(void *arg)
 {
     tp_world_t *w = arg;
     prefer_wakeups();
     struct pollfd *pfd = calloc(2 * (size_t)w->size + 1, sizeof(*pfd));
     int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
-    int64_t next_hb = tp_now_ns() + tp_fate.interval_ns;     /* tp_fate_start sent the first */
+    /* tp_fate_start sent the first round: the next is due an interval after it began, not after this thread started
+     * (on a starved host the round and the thread's creation took over 1 s, and the thread, asleep in poll for
+     * another interval, was named as hung by the ranks served first) */
+    int64_t next_hb = tp_fate.first_hb_at + tp_fate.interval_ns;
     int sent_bye = 0, finalizing = 0;
     if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
     while (!atomic_load(&tp_fate.verdict)) {
         int64_t now = tp_now_ns();
         if (now >= next_hb) {
+            if (tp_fate.test_burn_ns > 0) burn_cpu(tp_fate.test_burn_ns);
             broadcast(TP_MSG_HEARTBEAT);
             next_hb = now + tp_fate.interval_ns;
         }
@@ -239,18 +255,19 @@ void *tp_fate_thread_main(void *arg)
             if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
             int64_t limit = silence_limit(p); /* what was just read may have made it live */
             if (now - p->last_rx > limit) {
-                char reason[160];
-                if (p->live)
-                    snprintf(reason, sizeof(reason), "sent nothing for %g s (stopped or hung; TP_HEARTBEAT_TIMEOUT)",
-                             (double)limit / 1e9);
-                else
-                    snprintf(reason, sizeof(reason),
-                             "sent nothing for %g s after the bootstrap (its fate never started: stuck in tp_init; "
-                             "TP_BOOT_TIMEOUT)",
-                             (double)limit / 1e9);
-                decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
+                char reason[200];
+                int64_t again = tp_fate_silence(r, now, reason, sizeof(reason));
+                /* What it sent after the socket was read counts: this thread may have waited for a CPU before it read
+                 * the peer's state, and the peer, starved too, may have sent its heartbeat and gone back to sleep. */
+                if (again == 0 && tp_fate_service_peer(r, tp_now_ns())) goto finished;
+                if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
+                if (again == 0 && now - p->last_rx > limit)
+                    decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
+                again = again != 0 ? again : p->last_rx + limit + 1;
+                until = earliest(until, again);
+            } else {
+                until = earliest(until, p->last_rx + limit + 1);
             }
-            until = earliest(until, p->last_rx + limit + 1);
             pfd[n] = (struct pollfd){.fd = p->fd, .events = POLLIN};
             who[n++] = r;
         }

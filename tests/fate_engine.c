@@ -1,6 +1,7 @@
 /*
  * fate_engine: an engine written only against tp.h, the way engines end on errors and stop their serving loops
- * (tests/fate_cause.sh, tests/stop_word.sh). Modes by argv; every "engine:" line names the rank it comes from.
+ * (tests/fate_cause.sh, tests/stop_word.sh), or idle while their fate threads run (tests/fate_starved.sh). Modes by
+ * argv; every "engine:" line names the rank it comes from.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ static void on_failure(const tp_failure_t *f, void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: fate_engine loop [--fail-exit CODE] [--ready FIFO] | straggler [CALLS] | "
-                    "serve [REQUESTS] [--no-finalize] | p2p [REQUESTS] | split [REQUESTS]\n");
+                    "serve [REQUESTS] [--no-finalize] | p2p [REQUESTS] | split [REQUESTS] | hold [MS]\n");
     exit(2);
 }
 
@@ -59,6 +60,19 @@ static void finalize_or_die(tp_comm_t *world)
 {
     tp_status_t st = tp_finalize(world);
     if (st != TP_OK) die_on(st, 6);
+}
+
+/* An engine idle between requests for ms milliseconds, then done: the fate thread is all that runs meanwhile. */
+static int mode_hold(tp_comm_t *world, long ms)
+{
+    printf("ready %d\n", my_rank);
+    fflush(stdout);
+    struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&t, &t) != 0) { /* a signal cut it short: the rest */
+    }
+    finalize_or_die(world);
+    printf("engine: rank %d: done\n", my_rank);
+    return 0;
 }
 
 /* After a failed call under TP_ERRORS=return: what tp_fate_failure says, and that the job stays failed. */
@@ -208,6 +222,7 @@ int main(int argc, char **argv)
     if (st != TP_OK) die_on(st, 1);
     my_rank = tp_comm_rank(world);
     if (strcmp(mode, "loop") == 0) return mode_loop(world, fail_exit, ready);
+    if (strcmp(mode, "hold") == 0) return mode_hold(world, count);
     if (strcmp(mode, "straggler") == 0) return mode_straggler(world, count);
     int p2p = strcmp(mode, "p2p") == 0;
     if (p2p || strcmp(mode, "serve") == 0)
