@@ -21,6 +21,8 @@
 #include "runtime_wire.h"
 
 #define RECORD_MAX    (TP_SETTINGS_MAX * (TP_SETTING_KEY_MAX + TP_SETTING_VALUE_MAX + 8) + TP_RECORD_TEXT_MAX)
+/* The longest table of n records: rank 0's record with its settings, the others' without (as rank 0 sends it). */
+#define TABLE_MAX(n)  ((size_t)(n) * TP_RECORD_TEXT_MAX + RECORD_MAX)
 #define PENDING_EXTRA 64 /* handshakes held beyond one per rank still expected */
 
 enum { CONN_AUTH, CONN_RECORD, CONN_IN };
@@ -264,20 +266,10 @@ static tp_status_t root_service(tp_world_t *w, boot_conn_t *c, tp_checkin_t *che
     return TP_OK;
 }
 
-/* TP_TEST_TABLE_DELAY: seconds rank 0 waits after each table it sends, so tests see a slow bootstrap's end. */
-static double test_table_delay(void)
-{
-    const char *text = tp_config_value("TP_TEST_TABLE_DELAY");
-    double s = 0;
-    char err[128]; /* tp_init checked the environment already */
-    if (text != NULL && tp_config_parse_seconds("TP_TEST_TABLE_DELAY", text, &s, err, sizeof(err)) != TP_OK) s = 0;
-    return s;
-}
-
 /* Sends the table to every rank; *out is its text (the records' strings on rank 0 as well). */
 static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns, tp_checkin_t *checkins, char **out)
 {
-    size_t cap = (size_t)w->size * TP_RECORD_TEXT_MAX + RECORD_MAX, used = 0;
+    size_t cap = TABLE_MAX(w->size), used = 0;
     char *table = malloc(cap);
     if (table == NULL) return TP_ERR_NO_MEMORY;
     for (int r = 0; r < w->size; r++) {
@@ -290,7 +282,7 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
         used += (size_t)n;
     }
     int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
-    double delay_s = test_table_delay();
+    double delay_s = tp_config_seconds("TP_TEST_TABLE_DELAY"); /* for tests: a slow bootstrap's end */
     for (int i = 0; i < nconns; i++) {
         if (conns[i].fd < 0 || conns[i].state != CONN_IN) continue;
         /* room for the whole table: a rank that is slow to read it does not hold up the others' */
@@ -452,7 +444,7 @@ static tp_status_t join_exchange(tp_world_t *w, const char *record, size_t len)
     int64_t deadline = tp_now_ns() + seconds_ns(w->boot_timeout_s);
     if (tp_wire_send_msg(w->boot_fd, TP_MSG_RECORD, record, len, deadline) != TP_OK) return TP_ERR_PEER_FAILED;
     tp_msg_reader_t rd;
-    tp_msg_reader_init(&rd, (size_t)w->size * TP_RECORD_TEXT_MAX + RECORD_MAX);
+    tp_msg_reader_init(&rd, TABLE_MAX(w->size));
     tp_status_t s = join_wait_table(w, &rd);
     if (s == TP_OK && rd.header.type == TP_MSG_ERROR) {
         char *nl = strchr(rd.payload, '\n');

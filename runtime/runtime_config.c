@@ -29,6 +29,15 @@ const char *tp_config_value(const char *env)
     return e != NULL ? e->default_value : NULL;
 }
 
+double tp_config_seconds(const char *env)
+{
+    const char *text = tp_config_value(env);
+    double s = 0;
+    char err[128];
+    if (text != NULL && tp_config_parse_seconds(env, text, &s, err, sizeof(err)) != TP_OK) s = 0;
+    return s;
+}
+
 static tp_status_t bad_value(const char *name, const char *text, const char *expected, char *err, size_t len)
 {
     char q[TP_QUOTE_LEN];

@@ -38,6 +38,8 @@ void tp_config_canonical(const tp_config_entry_t *e, const char *text, char *out
 
 /* The environment's value of an entry, else its default (NULL when neither). */
 const char *tp_config_value(const char *env);
+/* A seconds entry's value that tp_init has checked already (the test hooks): 0 when unset. */
+double tp_config_seconds(const char *env);
 
 /* Checks every known TP_* variable in environ: the first bad value is the error written into err. */
 tp_status_t tp_config_check_environ(char *const *environ_, char *err, size_t err_len);

@@ -71,16 +71,6 @@ int64_t tp_fate_interval_ns(const tp_world_t *w)
     return quarter > 1000000 ? quarter : 1000000;
 }
 
-/* TP_TEST_FATE_BURN: CPU time the fate thread spends before each heartbeat round, for tests of a starved one. */
-static int64_t test_burn_ns(void)
-{
-    const char *text = tp_config_value("TP_TEST_FATE_BURN");
-    double s = 0;
-    char err[128]; /* tp_init checked the environment already */
-    if (text != NULL && tp_config_parse_seconds("TP_TEST_FATE_BURN", text, &s, err, sizeof(err)) != TP_OK) s = 0;
-    return (int64_t)(s * 1e9);
-}
-
 tp_status_t tp_fate_start(tp_world_t *w)
 {
     if (w->size == 1) return TP_OK;
@@ -120,7 +110,7 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.relay_at = 0;
     atomic_store(&tp_fate.verdict, 0);
     tp_fate.deciding = 0;
-    tp_fate.test_burn_ns = test_burn_ns();
+    tp_fate.test_burn_ns = (int64_t)(tp_config_seconds("TP_TEST_FATE_BURN") * 1e9); /* for tests of a starved one */
     tp_fate.first_hb_at = tp_now_ns();
     tp_fate_heartbeat_all(); /* before tp_init returns: peers count this rank's silence from here (it is live) */
     if (pthread_create(&tp_fate.thread, NULL, tp_fate_thread_main, w) != 0) {
