@@ -24,6 +24,7 @@ tp_fate_state_t tp_fate = {.lock = PTHREAD_MUTEX_INITIALIZER,
                            .done_cond = PTHREAD_COND_INITIALIZER,
                            .verdict_cond = PTHREAD_COND_INITIALIZER,
                            .wake_fd = -1,
+                           .watch_fd = -1,
                            .report_rank = -1,
                            .suspect = -1};
 
@@ -99,7 +100,8 @@ tp_status_t tp_fate_start(tp_world_t *w)
         tp_log(TP_LOG_ERROR, "fate", "eventfd: %s", strerror(errno));
         return TP_ERR_SYSTEM;
     }
-    tp_status_t s = tp_stop_open();
+    tp_status_t s = tp_fate_watch_open(w);
+    if (s == TP_OK) s = tp_stop_open();
     if (s != TP_OK) return s;
     tp_fate.finished = 0;
     tp_fate.finalize_requested = 0;
@@ -198,6 +200,7 @@ tp_status_t tp_fate_finalize(tp_world_t *w, const char *table)
     }
     free(tp_fate.peers);
     tp_fate.peers = NULL;
+    tp_fate_watch_close();
     close(tp_fate.wake_fd);
     tp_fate.wake_fd = -1;
     tp_stop_close();

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 
 #include "runtime_wire.h"
@@ -48,6 +49,10 @@ typedef struct tp_fate_state {
     pthread_t thread;
     int running;
     int wake_fd;
+    int watch_fd;               /* epoll: the wake fd, every peer's connection and pidfd (registered once) */
+    struct epoll_event *events; /* room for all of them: one wait sees every message before any end */
+    int events_len;
+    int64_t next_scan;            /* when a peer's silence or unexplained end may next be due (INT64_MAX: none) */
     int reported, report_pending; /* a transport or a call reported a failure (the first report is the one taken) */
     int report_rank;
     tp_status_t report_status;
@@ -101,6 +106,10 @@ int64_t tp_fate_silence(int r, int64_t now, char *reason, size_t len);
 /* runtime_fate_thread.c */
 /* Reads what peer r sent; returns 1 when this rank's finalize is complete. */
 int tp_fate_service_peer(int r, int64_t now);
+/* The epoll set of the wake fd and every peer's connection and pidfd, made before the thread starts (N system calls
+ * on a busy core), and its release after the thread ended. */
+tp_status_t tp_fate_watch_open(tp_world_t *w);
+void tp_fate_watch_close(void);
 /* The fate thread: watches every peer until the job is over for this rank. */
 void *tp_fate_thread_main(void *arg);
 /* One heartbeat to every watched peer, from the thread that calls it (tp_fate_start: before tp_init returns). */

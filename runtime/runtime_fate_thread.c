@@ -3,12 +3,13 @@
  * connections and, on this kernel, their pidfds), the finalize handshake, and what turns into a suspicion or verdict.
  */
 #include <errno.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +22,54 @@
 #include "runtime_stop.h"
 
 static void decide(int rank, const char *reason) { tp_fate_decide(rank, TP_ERR_PEER_FAILED, reason, 0); }
+
+/* What an event names: rank r's connection is r, its pidfd WATCH_PIDFD + r, the wake fd WATCH_WAKE. */
+#define WATCH_PIDFD ((uint64_t)1 << 32)
+#define WATCH_WAKE  ((uint64_t)1 << 33)
+
+static int watch_add(int fd, uint64_t what)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = what};
+    return epoll_ctl(tp_fate.watch_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+tp_status_t tp_fate_watch_open(tp_world_t *w)
+{
+    tp_fate.watch_fd = epoll_create1(EPOLL_CLOEXEC);
+    tp_fate.events_len = 2 * w->size + 1;
+    tp_fate.events = calloc((size_t)tp_fate.events_len, sizeof(*tp_fate.events));
+    int bad = tp_fate.watch_fd < 0 || tp_fate.events == NULL || watch_add(tp_fate.wake_fd, WATCH_WAKE) != 0;
+    for (int r = 0; r < w->size && !bad; r++) {
+        fate_peer_t *p = &tp_fate.peers[r];
+        if (p->fd >= 0) bad = watch_add(p->fd, (uint64_t)r) != 0;
+        if (!bad && p->pidfd >= 0) bad = watch_add(p->pidfd, WATCH_PIDFD | (uint64_t)r) != 0;
+    }
+    if (!bad) return TP_OK;
+    tp_log(TP_LOG_ERROR, "fate", "cannot watch the %d peers' connections (epoll: %s)", w->size - 1, strerror(errno));
+    return tp_fate.events == NULL ? TP_ERR_NO_MEMORY : TP_ERR_SYSTEM;
+}
+
+void tp_fate_watch_close(void)
+{
+    if (tp_fate.watch_fd >= 0) close(tp_fate.watch_fd);
+    tp_fate.watch_fd = -1;
+    free(tp_fate.events);
+    tp_fate.events = NULL;
+}
+
+/* Out of the set before it is closed: a copy a fork left open in a child would keep an ended one readable. */
+static void unwatch_close(int *fd)
+{
+    epoll_ctl(tp_fate.watch_fd, EPOLL_CTL_DEL, *fd, NULL);
+    close(*fd);
+    *fd = -1;
+}
+
+/* A deadline that came nearer than the next scan (a peer now live, or ended): the scan comes forward to it. */
+static void scan_by(int64_t when)
+{
+    if (when < tp_fate.next_scan) tp_fate.next_scan = when;
+}
 
 static void send_empty(int fd, tp_msg_type_t type) { tp_wire_send_msg(fd, type, NULL, 0, tp_now_ns() + 100000000); }
 
@@ -92,22 +141,20 @@ static int teardown_signal(int st)
     return WIFSIGNALED(st) && (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGHUP);
 }
 
-static void on_peer_exits(const struct pollfd *pfd, const int *who, int n, int finalizing, int64_t now)
+static void on_peer_exit(int r, int finalizing, int64_t now)
 {
-    for (int i = 1; i < n; i++) {
-        if (!pfd[i].revents || who[i] > -2) continue;
-        int r = -2 - who[i];
-        fate_peer_t *p = &tp_fate.peers[r];
-        int st = zombie_status(tp_fate.world->peers[r].pid);
-        close(p->pidfd);
-        p->pidfd = -1;
-        if (finalizing || p->bye) continue;
-        tp_fate.stage.via = "pidfd";
-        if (st < 0 || teardown_signal(st)) p->ended_at = now;
-        else if (WIFSIGNALED(st)) decide(r, ENDED_WITHOUT_FINALIZE); /* killed: no rank ends so because of another */
-        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED))
-            tp_fate_suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE,
-                            now); /* an exit may follow another's failure */
+    fate_peer_t *p = &tp_fate.peers[r];
+    int st = zombie_status(tp_fate.world->peers[r].pid);
+    unwatch_close(&p->pidfd);
+    if (finalizing || p->bye) return;
+    tp_fate.stage.via = "pidfd";
+    if (st < 0 || teardown_signal(st)) {
+        p->ended_at = now;
+        scan_by(now + tp_fate.timeout_ns);
+    } else if (WIFSIGNALED(st)) {
+        decide(r, ENDED_WITHOUT_FINALIZE); /* killed: no rank ends so because of another */
+    } else if (!(WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)) {
+        tp_fate_suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now); /* an exit may follow another's failure */
     }
 }
 
@@ -119,8 +166,7 @@ static int read_peer(int r, int64_t now)
         tp_read_result_t rr = tp_msg_reader_step(&p->reader, p->fd, why, sizeof(why));
         if (rr == TP_READ_MORE) return 0;
         if (rr == TP_READ_EOF) {
-            close(p->fd);
-            p->fd = -1;
+            unwatch_close(&p->fd);
             if (p->bye) return 0; /* it finished its work and called tp_finalize */
             tp_fate.stage.via = "eof";
             decide(r, ENDED_WITHOUT_FINALIZE); /* its own connection: nobody else can say more */
@@ -133,7 +179,8 @@ static int read_peer(int r, int64_t now)
         }
         p->last_rx = now;
         p->live = 1;
-        p->wait_tid = 0; /* heard: a wait for a CPU it was in is over */
+        scan_by(now + tp_fate.timeout_ns + 1); /* live now: TP_HEARTBEAT_TIMEOUT, not the boot's, applies */
+        p->wait_tid = 0;                       /* heard: a wait for a CPU it was in is over */
         int to_zero = tp_fate.world->rank == 0;
         switch (p->reader.header.type) {
         case TP_MSG_HEARTBEAT: break;
@@ -205,19 +252,56 @@ static void burn_cpu(int64_t ns)
  * in its tp_init) TP_BOOT_TIMEOUT. */
 static int64_t silence_limit(const fate_peer_t *p) { return p->live ? tp_fate.timeout_ns : tp_fate.boot_timeout_ns; }
 
+/*
+ * Every peer's silence and unexplained end against its limit, and when the next may be due (tp_fate.next_scan). Done
+ * when one is due, not at every wake-up: rank 0 wakes for N heartbeats an interval. Returns 1 when this rank's
+ * finalize completed meanwhile.
+ */
+static int scan_peers(tp_world_t *w, int64_t now, int finalizing)
+{
+    int64_t next = 0;
+    for (int r = 0; r < w->size && !atomic_load(&tp_fate.verdict); r++) {
+        fate_peer_t *p = &tp_fate.peers[r];
+        if (r == w->rank) continue;
+        if (p->ended_at != 0 && !finalizing) {
+            if (now - p->ended_at >= tp_fate.timeout_ns)
+                tp_fate_suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
+            else next = earliest(next, p->ended_at + tp_fate.timeout_ns);
+        }
+        /* what waits in the socket counts: this thread, not the peer, may be the one that did not run */
+        if (p->fd >= 0 && now - p->last_rx > silence_limit(p) && tp_fate_service_peer(r, tp_now_ns())) return 1;
+        if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
+        int64_t limit = silence_limit(p); /* what was just read may have made it live */
+        if (now - p->last_rx > limit) {
+            char reason[200];
+            int64_t again = tp_fate_silence(r, now, reason, sizeof(reason));
+            /* What it sent after the socket was read counts: this thread may have waited for a CPU before it read
+             * the peer's state, and the peer, starved too, may have sent its heartbeat and gone back to sleep. */
+            if (again == 0 && tp_fate_service_peer(r, tp_now_ns())) return 1;
+            if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
+            if (again == 0 && now - p->last_rx > limit)
+                decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
+            next = earliest(next, again != 0 ? again : p->last_rx + limit + 1);
+        } else {
+            next = earliest(next, p->last_rx + limit + 1);
+        }
+    }
+    tp_fate.next_scan = next != 0 ? next : INT64_MAX;
+    return 0;
+}
+
 /* Until the job is over for this rank: its finalize completed, or (return mode) a verdict. */
 void *tp_fate_thread_main(void *arg)
 {
     tp_world_t *w = arg;
     prefer_wakeups();
-    struct pollfd *pfd = calloc(2 * (size_t)w->size + 1, sizeof(*pfd));
-    int *who = calloc(2 * (size_t)w->size + 1, sizeof(int)); /* rank r's connection is r, its pidfd -2 - r */
     /* tp_fate_start sent the first round: the next is due an interval after it began, not after this thread started
      * (on a starved host the round and the thread's creation took over 1 s, and the thread, asleep in poll for
      * another interval, was named as hung by the ranks served first) */
     int64_t next_hb = tp_fate.first_hb_at + tp_fate.interval_ns;
     int sent_bye = 0, finalizing = 0;
-    if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
+    struct epoll_event *ev = tp_fate.events;
+    tp_fate.next_scan = 0; /* at once: what the main thread's tp_init left unread is looked at first */
     while (!atomic_load(&tp_fate.verdict)) {
         int64_t now = tp_now_ns();
         if (now >= next_hb) {
@@ -233,55 +317,28 @@ void *tp_fate_thread_main(void *arg)
             tp_fate_decide(tp_fate.suspect, tp_fate.suspect_status, reason, 0);
             break;
         }
-        int64_t until = earliest(earliest(next_hb, tp_fate.relay_at), tp_fate.suspect >= 0 ? tp_fate.suspect_until : 0);
-        int n = 0;
-        pfd[n] = (struct pollfd){.fd = tp_fate.wake_fd, .events = POLLIN};
-        who[n++] = -1;
-        for (int r = 0; r < w->size && !atomic_load(&tp_fate.verdict); r++) {
-            fate_peer_t *p = &tp_fate.peers[r];
-            if (r == w->rank) continue;
-            if (p->ended_at != 0 && !(sent_bye || finalizing)) {
-                if (now - p->ended_at >= tp_fate.timeout_ns)
-                    tp_fate_suspect(r, TP_ERR_PEER_FAILED, ENDED_WITHOUT_FINALIZE, now);
-                until = earliest(until, p->ended_at + tp_fate.timeout_ns);
-            }
-            if (p->pidfd >= 0) {
-                pfd[n] = (struct pollfd){.fd = p->pidfd, .events = POLLIN};
-                who[n++] = -2 - r;
-            }
-            /* what waits in the socket counts: this thread, not the peer, may be the one that did not run */
-            if (p->fd >= 0 && now - p->last_rx > silence_limit(p) && tp_fate_service_peer(r, tp_now_ns()))
-                goto finished;
-            if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
-            int64_t limit = silence_limit(p); /* what was just read may have made it live */
-            if (now - p->last_rx > limit) {
-                char reason[200];
-                int64_t again = tp_fate_silence(r, now, reason, sizeof(reason));
-                /* What it sent after the socket was read counts: this thread may have waited for a CPU before it read
-                 * the peer's state, and the peer, starved too, may have sent its heartbeat and gone back to sleep. */
-                if (again == 0 && tp_fate_service_peer(r, tp_now_ns())) goto finished;
-                if (p->fd < 0 || atomic_load(&tp_fate.verdict)) continue;
-                if (again == 0 && now - p->last_rx > limit)
-                    decide(r, reason); /* only rank 0 watches the others, and they watch only rank 0 */
-                again = again != 0 ? again : p->last_rx + limit + 1;
-                until = earliest(until, again);
-            } else {
-                until = earliest(until, p->last_rx + limit + 1);
-            }
-            pfd[n] = (struct pollfd){.fd = p->fd, .events = POLLIN};
-            who[n++] = r;
-        }
+        if (now >= tp_fate.next_scan && scan_peers(w, now, sent_bye || finalizing)) goto finished;
         if (atomic_load(&tp_fate.verdict)) break;
+        int64_t until = earliest(earliest(next_hb, tp_fate.relay_at), tp_fate.suspect >= 0 ? tp_fate.suspect_until : 0);
+        if (tp_fate.next_scan != INT64_MAX) until = earliest(until, tp_fate.next_scan);
         int ms = until > now ? (int)((until - now + 999999) / 1000000) : 0;
-        int rc = poll(pfd, (nfds_t)n, ms);
-        if (rc < 0 && errno != EINTR) decide(-1, "poll failed in the fate thread");
+        int n = epoll_wait(tp_fate.watch_fd, ev, tp_fate.events_len, ms);
+        if (n < 0 && errno != EINTR) decide(-1, "epoll_wait failed in the fate thread");
         now = tp_fate.stage.woke = tp_now_ns();
+        int woken = 0;
         /* Messages first: a FAIL names the cause, and arrives before its sender's own end is visible. */
-        for (int i = 1; rc > 0 && i < n; i++)
-            if (pfd[i].revents && who[i] >= 0 && tp_fate.peers[who[i]].fd >= 0 && tp_fate_service_peer(who[i], now))
+        for (int i = 0; i < n; i++) {
+            uint64_t what = ev[i].data.u64;
+            woken |= what == WATCH_WAKE;
+            if (what < WATCH_PIDFD && tp_fate.peers[what].fd >= 0 && tp_fate_service_peer((int)what, now))
                 goto finished;
-        if (rc > 0 && !atomic_load(&tp_fate.verdict)) on_peer_exits(pfd, who, n, sent_bye || finalizing, now);
-        if (rc > 0 && pfd[0].revents && !atomic_load(&tp_fate.verdict)) {
+        }
+        for (int i = 0; i < n && !atomic_load(&tp_fate.verdict); i++) {
+            uint64_t what = ev[i].data.u64;
+            if ((what & WATCH_PIDFD) && tp_fate.peers[what & ~WATCH_PIDFD].pidfd >= 0)
+                on_peer_exit((int)(what & ~WATCH_PIDFD), sent_bye || finalizing, now);
+        }
+        if (woken && !atomic_load(&tp_fate.verdict)) {
             uint64_t v;
             if (read(tp_fate.wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */
             }
@@ -308,8 +365,6 @@ void *tp_fate_thread_main(void *arg)
         }
     }
 finished:
-    free(pfd);
-    free(who);
     pthread_mutex_lock(&tp_fate.lock);
     tp_fate.finished = 1;
     pthread_cond_broadcast(&tp_fate.done_cond);
