@@ -218,7 +218,7 @@ void *tp_fate_thread_main(void *arg)
     int64_t next_hb = tp_fate.first_hb_at + tp_fate.interval_ns;
     int sent_bye = 0, finalizing = 0;
     if (pfd == NULL || who == NULL) decide(-1, "out of memory in the fate thread");
-    while (!atomic_load(&tp_fate.verdict)) {
+    while (!atomic_load(&tp_fate.verdict) && !atomic_load(&tp_fate.quit)) {
         int64_t now = tp_now_ns();
         if (now >= next_hb) {
             if (tp_fate.test_burn_ns > 0) burn_cpu(tp_fate.test_burn_ns);
