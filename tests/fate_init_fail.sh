@@ -1,0 +1,105 @@
+#!/bin/bash
+# A tp_init that fails after its fate started (TP_TEST_INIT_FAIL names the rank), at 2 and 4 ranks, the failing
+# rank 0 or another, connections on demand or eager, under tprun. The job hears of it as of a failed call. Fatal:
+# every rank exits 70 naming the rank and tp_init, within one heartbeat timeout (a failed call waits two for a
+# peer's report first), tprun's status is 70 and nothing is left running. Return: the rank's tp_init returns the
+# failure and leaves no fate thread and no fd it opened (a second tp_init is refused: tests/fate_engine init checks
+# it and exits 5 otherwise); every other rank's tp_init (eager) or first call returns it naming the rank.
+# FATE_INIT_FAIL_RUNS runs per case (2).
+. "$(dirname "$0")/runtime_lib.sh"
+ENGINE=${FATE_ENGINE:-./tests/fate_engine}
+[ -x "$ENGINE" ] || { echo "missing $ENGINE (run from the build directory)"; exit 99; }
+RUNS=${FATE_INIT_FAIL_RUNS:-2}
+HB=5
+unset TP_ERRORS TP_LOG_LEVEL TP_CONNECT TP_TEST_INIT_FAIL
+export TP_HEARTBEAT_TIMEOUT=$HB
+DIR=$TEST_DIR
+
+# bad WHY: the current run failed (the first reason is kept).
+bad() { [ -n "$BAD" ] || BAD=$*; }
+slurp() { TEXT=; [ -r "$1" ] && IFS= read -r -d '' TEXT <"$1"; }
+
+# check_rank R STATUS MODE V VPID: rank R's status (from --json-summary) and its lines in the tagged output.
+check_rank() {
+    local r=$1 st=$2 mode=$3 v=$4 vpid=$5 nl=$'\n'
+    local tag="(^|$nl)\\[$1\\] "
+    local who="peer rank $v \(host [^,]*, pid $vpid\) failed: tp_init failed \(rank $v fails its tp_init after"
+    if [ "$mode" = fatal ]; then
+        [ "$st" = 70 ] || bad "rank $r: status $st, not 70"
+        [[ $ERR =~ ${tag}tp\ rank\ $r\ \([^\)]*\)\ fate:\ error:\ $who ]] || bad "rank $r: no fate line naming rank $v's tp_init"
+        return
+    fi
+    [ "$st" = 3 ] || bad "rank $r: status $st, not 3 (5: the engine found a fate thread or fd left, or a second tp_init not refused)"
+    if [ "$r" = "$v" ]; then
+        [[ $ERR =~ ${tag}engine:\ rank\ $r:\ tp_init:\ system\ call\ failed:\ rank\ $r\ fails\ its\ tp_init ]] ||
+            bad "rank $r: its tp_init did not return its own failure"
+    else
+        [[ $ERR =~ ${tag}engine:\ rank\ $r:\ (tp_init:\ )?a\ peer\ failed:\ tp_(init|all_reduce):\ $who ]] ||
+            bad "rank $r: no tp_init or first call returned rank $v's failure"
+    fi
+    # every rank whose tp_init failed (rank v; the others too with eager connections) checked what is left
+    if [[ $ERR =~ ${tag}engine:\ rank\ $r:\ tp_init: ]]; then
+        [[ $ERR =~ ${tag}engine:\ rank\ $r:\ after\ the\ failed\ tp_init:\ [0-9]+\ fds\ \([0-9]+\ before,\ 0\ new\),\ [0-9]+\ threads\ \([0-9]+\ before\),\ 0\ named\ tp-fate\;\ tp_init\ again:\ called\ in\ the\ wrong\ state:\ tp_init\ failed\ before ]] ||
+            bad "rank $r: after its failed tp_init something was left or a second tp_init was not refused"
+    fi
+}
+
+# one_job N V MODE CONNECT: one tprun job whose rank V fails its tp_init.
+one_job() {
+    local n=$1 v=$2 mode=$3 connect=$4 r t0 ms json vpid
+    : >"$DIR/sum.json"
+    t0=$(date +%s%N)
+    TP_ERRORS=$mode TP_CONNECT=$connect TP_TEST_INIT_FAIL=$v timeout -k 5 60 "$TPRUN" -n "$n" --tag-output \
+        --json-summary "$DIR/sum.json" "$ENGINE" init --fail-exit 3 >"$DIR/out" 2>"$DIR/err" &
+    local tp=$!
+    STARTED_PIDS+=($tp)
+    wait_status $tp
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    local want=70
+    [ "$mode" = return ] && want=3
+    [ "$ST" = $want ] || bad "tprun's status is $ST, not $want"
+    [ $ms -lt $((HB * 1000)) ] || bad "the job took $ms ms, not under TP_HEARTBEAT_TIMEOUT ($HB s)"
+    MAX_MS=$((ms > MAX_MS ? ms : MAX_MS))
+    slurp "$DIR/err"
+    ERR=$TEXT
+    slurp "$DIR/sum.json"
+    json=$TEXT
+    [[ $json =~ \"rank\":\ $v,\ [^\}]*\"pid\":\ ([0-9]+) ]] && vpid=${BASH_REMATCH[1]}
+    [ -n "${vpid:-}" ] || { bad "no pid for rank $v in the summary"; return; }
+    for ((r = 0; r < n; r++)); do
+        [[ $json =~ \"rank\":\ $r,\ [^\}]*\"pid\":\ ([0-9]+)[^\}]*\"status\":\ ([0-9]+|null) ]] ||
+            { bad "rank $r is not in the summary"; continue; }
+        alive "${BASH_REMATCH[1]}" && bad "rank $r (pid ${BASH_REMATCH[1]}) is left running" && kill -KILL "${BASH_REMATCH[1]}"
+        check_rank $r "${BASH_REMATCH[2]}" "$mode" "$v" "$vpid"
+    done
+    only_victim_named "$v" "$DIR/out" "$DIR/err"
+    case $? in
+    1) bad "a rank names another rank than $v as failed" ;;
+    2) [ "$n" -gt 1 ] && bad "no rank names rank $v" ;;
+    esac
+}
+
+# init_case N V MODE CONNECT: RUNS jobs; the first bad run's reason and outputs end the case.
+init_case() {
+    local name="$1 ranks, rank $2 fails, TP_ERRORS=$3 TP_CONNECT=$4" run
+    MAX_MS=0
+    step "$name"
+    for ((run = 1; run <= RUNS; run++)); do
+        BAD=
+        one_job "$@"
+        if [ -n "$BAD" ]; then
+            fail "$name: run $run: $BAD"
+            tail -n +1 "$DIR/out" "$DIR/err" "$DIR/sum.json"
+            return
+        fi
+    done
+    pass "$name: $RUNS/$RUNS runs (longest $MAX_MS ms)"
+}
+
+for mode in fatal return; do
+    init_case 2 1 $mode lazy
+    init_case 4 2 $mode lazy
+    init_case 4 0 $mode lazy
+    init_case 4 3 $mode eager
+done
+finish
