@@ -4,7 +4,8 @@
 # every rank exits 70 naming the rank and tp_init, within one heartbeat timeout (a failed call waits two for a
 # peer's report first), tprun's status is 70 and nothing is left running. Return: the rank's tp_init returns the
 # failure and leaves no fate thread and no fd it opened (a second tp_init is refused: tests/fate_engine init checks
-# it and exits 5 otherwise); every other rank's tp_init (eager) or first call returns it naming the rank.
+# it and exits 5 otherwise); every other rank's tp_init (eager) or first call returns it naming the rank (these
+# run without a launcher, whose teardown at the first failure would end them before their checks).
 # FATE_INIT_FAIL_RUNS runs per case (2).
 . "$(dirname "$0")/runtime_lib.sh"
 ENGINE=${FATE_ENGINE:-./tests/fate_engine}
@@ -44,38 +45,66 @@ check_rank() {
     fi
 }
 
-# one_job N V MODE CONNECT: one tprun job whose rank V fails its tp_init.
-one_job() {
-    local n=$1 v=$2 mode=$3 connect=$4 r t0 ms json vpid
+# tprun_job N V CONNECT: fatal under tprun: the ranks' statuses from --json-summary, their lines tagged.
+tprun_job() {
+    local n=$1 v=$2 connect=$3 r json
     : >"$DIR/sum.json"
-    t0=$(date +%s%N)
-    TP_ERRORS=$mode TP_CONNECT=$connect TP_TEST_INIT_FAIL=$v timeout -k 5 60 "$TPRUN" -n "$n" --tag-output \
+    TP_ERRORS=fatal TP_CONNECT=$connect TP_TEST_INIT_FAIL=$v timeout -k 5 60 "$TPRUN" -n "$n" --tag-output \
         --json-summary "$DIR/sum.json" "$ENGINE" init --fail-exit 3 >"$DIR/out" 2>"$DIR/err" &
     local tp=$!
     STARTED_PIDS+=($tp)
     wait_status $tp
-    ms=$((($(date +%s%N) - t0) / 1000000))
-    local want=70
-    [ "$mode" = return ] && want=3
-    [ "$ST" = $want ] || bad "tprun's status is $ST, not $want"
-    [ $ms -lt $((HB * 1000)) ] || bad "the job took $ms ms, not under TP_HEARTBEAT_TIMEOUT ($HB s)"
-    MAX_MS=$((ms > MAX_MS ? ms : MAX_MS))
+    [ "$ST" = 70 ] || bad "tprun's status is $ST, not 70"
     slurp "$DIR/err"
     ERR=$TEXT
     slurp "$DIR/sum.json"
     json=$TEXT
-    [[ $json =~ \"rank\":\ $v,\ [^\}]*\"pid\":\ ([0-9]+) ]] && vpid=${BASH_REMATCH[1]}
-    [ -n "${vpid:-}" ] || { bad "no pid for rank $v in the summary"; return; }
     for ((r = 0; r < n; r++)); do
         [[ $json =~ \"rank\":\ $r,\ [^\}]*\"pid\":\ ([0-9]+)[^\}]*\"status\":\ ([0-9]+|null) ]] ||
             { bad "rank $r is not in the summary"; continue; }
-        alive "${BASH_REMATCH[1]}" && bad "rank $r (pid ${BASH_REMATCH[1]}) is left running" && kill -KILL "${BASH_REMATCH[1]}"
-        check_rank $r "${BASH_REMATCH[2]}" "$mode" "$v" "$vpid"
+        PIDS[r]=${BASH_REMATCH[1]} STATUS[r]=${BASH_REMATCH[2]}
     done
-    only_victim_named "$v" "$DIR/out" "$DIR/err"
+    FILES=("$DIR/out" "$DIR/err")
+}
+
+# torch_ranks N V CONNECT: return mode without a launcher, so that no teardown ends a rank before its checks (a
+# launcher ends the job at its first failure); the ranks' lines tagged as tprun would.
+torch_ranks() {
+    local n=$1 v=$2 connect=$3 r line
+    quick_port
+    TP_ERRORS=return TP_CONNECT=$connect TP_TEST_INIT_FAIL=$v torch_job "$n" "$PORT" "$DIR/run" \
+        timeout -s KILL 60 "$ENGINE" init --fail-exit 3
+    ERR= FILES=()
+    for ((r = 0; r < n; r++)); do
+        wait_status "${JOB_PIDS[r]}"
+        STATUS[r]=$ST PIDS[r]=${JOB_PIDS[r]}
+        while IFS= read -r line; do ERR+="[$r] $line"$'\n'; done <"$DIR/run.$r.err"
+        [ $r = "$v" ] || FILES+=("$DIR/run.$r.out" "$DIR/run.$r.err")
+    done
+}
+
+# one_job N V MODE CONNECT: one job whose rank V fails its tp_init.
+one_job() {
+    local n=$1 v=$2 mode=$3 connect=$4 r t0 ms vpid nl=$'\n'
+    PIDS=() STATUS=()
+    rm -f "$DIR"/out "$DIR"/err "$DIR"/sum.json "$DIR"/run.* # a failure shows only this job's files
+    t0=$(date +%s%N)
+    if [ "$mode" = fatal ]; then tprun_job "$n" "$v" "$connect"; else torch_ranks "$n" "$v" "$connect"; fi
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $ms -lt $((HB * 1000)) ] || bad "the job took $ms ms, not under TP_HEARTBEAT_TIMEOUT ($HB s)"
+    MAX_MS=$((ms > MAX_MS ? ms : MAX_MS))
+    [[ $ERR =~ (^|$nl)\[$v\]\ tp\ rank\ $v\ \([^:]*:([0-9]+)\)\ init:\ error:\ rank\ $v\ fails\ its\ tp_init ]] &&
+        vpid=${BASH_REMATCH[2]}
+    [ -n "${vpid:-}" ] || { bad "rank $v did not say that its tp_init fails"; return; }
+    for ((r = 0; r < n; r++)); do
+        [ -n "${PIDS[r]:-}" ] || continue
+        alive "${PIDS[r]}" && bad "rank $r (pid ${PIDS[r]}) is left running" && kill -KILL "${PIDS[r]}"
+        check_rank $r "${STATUS[r]}" "$mode" "$v" "$vpid"
+    done
+    only_victim_named "$v" "${FILES[@]}"
     case $? in
     1) bad "a rank names another rank than $v as failed" ;;
-    2) [ "$n" -gt 1 ] && bad "no rank names rank $v" ;;
+    2) bad "no rank names rank $v" ;;
     esac
 }
 
@@ -89,7 +118,7 @@ init_case() {
         one_job "$@"
         if [ -n "$BAD" ]; then
             fail "$name: run $run: $BAD"
-            tail -n +1 "$DIR/out" "$DIR/err" "$DIR/sum.json"
+            tail -n +1 "$DIR"/out "$DIR"/err "$DIR"/sum.json "$DIR"/run.* 2>/dev/null
             return
         fi
     done
