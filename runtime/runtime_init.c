@@ -33,7 +33,7 @@ static int builtin_setting(const char *key)
     return strcmp(key, "version") == 0;
 }
 
-/* LIB_FAILED: a tp_init failed after this rank's fate started, so the job learned of it and this rank is out. */
+/* LIB_FAILED: a tp_init failed after the bootstrap's table was in: the job knows this rank, which cannot rejoin. */
 static enum { LIB_IDLE, LIB_ACTIVE, LIB_FINALIZED, LIB_FAILED } lib_state = LIB_IDLE;
 static tp_world_t *the_world;
 
@@ -259,8 +259,8 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     return TP_OK;
 err_fate: /* the job hears of it as of a failed call; fate's thread and fds end before the world they use */
     s = tp_fate_abandon(w, s, "tp_init");
-    if (w->size > 1) lib_state = LIB_FAILED;
 err_boot_fds: /* fate has not taken them (or closed them): closing them tells rank 0 (or every rank) this one failed */
+    if (w->size > 1) lib_state = LIB_FAILED; /* the bootstrap is over (rank 0 listens no more) and the job knows it */
     for (int r = 0; r < w->size; r++)
         if (w->fate_fds[r] >= 0) close(w->fate_fds[r]);
     tp_transports_close(w);
