@@ -6,6 +6,7 @@
 # failure and leaves no fate thread and no fd it opened (a second tp_init is refused: tests/fate_engine init checks
 # it and exits 5 otherwise); every other rank's tp_init (eager) or first call returns it naming the rank (these
 # run without a launcher, whose teardown at the first failure would end them before their checks).
+# Then real failures: rank 1 runs out of fds (RLIMIT_NOFILE) at each point from tp_fate_start on.
 # FATE_INIT_FAIL_RUNS runs per case (2).
 . "$(dirname "$0")/runtime_lib.sh"
 ENGINE=${FATE_ENGINE:-./tests/fate_engine}
@@ -128,6 +129,59 @@ init_case() {
     pass "$name: $RUNS/$RUNS runs (longest $MAX_MS ms)"
 }
 
+# room_job ROOM: rank 1 of 4 may open ROOM more fds (eager TCP connections, TP_ERRORS=return, no launcher), so its
+# tp_init fails for real where it opens the next one: in tp_fate_start (its eventfds) or after it (the
+# connections), or not at all. Every rank whose tp_init failed left nothing (the engine exits 3, else 5), and the
+# others name rank 1. Sets PHASE: the phase rank 1 failed in, "" when it did not.
+room_job() {
+    local room=$1 r line nl=$'\n' t0 ms
+    rm -f "$DIR"/run.*
+    quick_port
+    t0=$(date +%s%N)
+    TP_ERRORS=return TP_CONNECT=eager TP_TRANSPORTS=tcp torch_job 4 "$PORT" "$DIR/run" \
+        timeout -s KILL 60 "$ENGINE" init --fail-exit 3 --fd-room "1:$room"
+    ERR= PHASE=
+    for ((r = 0; r < 4; r++)); do
+        wait_status "${JOB_PIDS[r]}"
+        while IFS= read -r line; do ERR+="[$r] $line"$'\n'; done <"$DIR/run.$r.err"
+        case $ST in
+        0) [[ $ERR =~ engine:\ rank\ 1:\ tp_init: ]] && bad "rank $r ended well after rank 1's tp_init failed" ;;
+        3) ;;
+        *) bad "rank $r: status $ST (5: a fate thread or fd left, or a second tp_init not refused)" ;;
+        esac
+    done
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    [ $ms -lt $((HB * 1000)) ] || bad "the job took $ms ms, not under TP_HEARTBEAT_TIMEOUT ($HB s)"
+    [[ $ERR =~ (^|$nl)\[1\]\ engine:\ rank\ 1:\ tp_init:\ ([^$nl]*) ]] || return 0
+    PHASE=after
+    [[ ${BASH_REMATCH[2]} == *"eventfd"* ]] && PHASE=start
+    [[ $ERR =~ (^|$nl)\[1\]\ engine:\ rank\ 1:\ after\ the\ failed\ tp_init:\ [0-9]+\ fds\ \([0-9]+\ before,\ 0\ new\) ]] ||
+        bad "rank 1 did not check what its failed tp_init left"
+    for r in 0 2 3; do
+        [[ $ERR =~ (^|$nl)\[$r\]\ engine:\ rank\ $r:\ (tp_init:\ )?a\ peer\ failed:\ tp_(init|all_reduce):\ peer\ rank\ 1\  ]] ||
+            bad "rank $r: no tp_init or call returned rank 1's failure"
+    done
+}
+
+room_scan() {
+    local room phases=
+    step "rank 1 of 4 may open 2-10 more fds (TP_ERRORS=return TP_CONNECT=eager TP_TRANSPORTS=tcp)"
+    for room in 2 3 4 5 6 7 8 9 10; do
+        BAD=
+        room_job $room
+        if [ -n "$BAD" ]; then
+            fail "room for $room fds: $BAD"
+            tail -n +1 "$DIR"/run.*
+            return
+        fi
+        phases+=" $room:${PHASE:-none}"
+    done
+    [[ $phases == *:start* && $phases == *:after* ]] ||
+        { fail "the scan did not fail both in tp_fate_start and after it:$phases"; return; }
+    pass "real failures (room:phase):$phases"
+}
+
+room_scan
 for mode in fatal return; do
     init_case 2 1 $mode lazy
     init_case 4 2 $mode lazy
