@@ -97,7 +97,8 @@ typedef struct tp_comm tp_comm_t;
 /*
  * Joins the job: reads the world from tprun's environment, a PMIx server, torchrun-style variables
  * (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or else runs as a singleton; bootstraps, agrees the settings
- * and starts the fate monitor. attr may be NULL. Returns the world communicator in *world.
+ * and starts the fate monitor. attr may be NULL. Returns the world communicator in *world. A failure after the
+ * fate monitor started is the job's, like a failed call's (TP_ERRORS); a later tp_init then returns TP_ERR_STATE.
  */
 TP_API tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world);
 /* Leaves the job cleanly (peers do not see it as a failure). Idempotent; NULL is allowed. */

@@ -128,6 +128,10 @@ const tp_config_entry_t tp_core_config[] = {
      "for tests: seconds of CPU time the fate thread spends before each heartbeat round, as one among thousands of "
      "peers would; unset: none",
      NULL},
+    {"TP_TEST_INIT_FAIL", "test_init_fail", TP_CONFIG_INT, TP_CONFIG_USER, NULL,
+     "for tests: the rank whose tp_init fails once its fate has started, as a connection refused then would; unset: "
+     "none",
+     NULL},
     {"TP_ERRORS", "errors", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_AGREE, "fatal",
      "fatal: a call that meets a peer's failure does not return (the rank names the first failure, runs the fate "
      "callbacks and exits with 70); return: the call returns it to the engine",

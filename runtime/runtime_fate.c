@@ -72,6 +72,25 @@ int64_t tp_fate_interval_ns(const tp_world_t *w)
     return quarter > 1000000 ? quarter : 1000000;
 }
 
+/* Undoes tp_fate_start after its thread ended (or never began); took_fds: fate owned the connections, and closes
+ * them (the world's copies go too), else they stay the caller's. */
+static void fate_free(tp_world_t *w, int took_fds)
+{
+    for (int r = 0; tp_fate.peers != NULL && r < w->size; r++) {
+        if (took_fds && tp_fate.peers[r].fd >= 0) close(tp_fate.peers[r].fd);
+        if (took_fds) w->fate_fds[r] = -1;
+        if (tp_fate.peers[r].pidfd >= 0) close(tp_fate.peers[r].pidfd);
+        tp_msg_reader_free(&tp_fate.peers[r].reader);
+    }
+    free(tp_fate.peers);
+    tp_fate.peers = NULL;
+    tp_fate_watch_close();
+    if (tp_fate.wake_fd >= 0) close(tp_fate.wake_fd);
+    tp_fate.wake_fd = -1;
+    tp_stop_close();
+    tp_fate.world = NULL; /* the world is freed next: nothing of fate's may reach it */
+}
+
 tp_status_t tp_fate_start(tp_world_t *w)
 {
     if (w->size == 1) return TP_OK;
@@ -81,7 +100,10 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.interval_ns = tp_fate_interval_ns(w);
     tp_fate.boot_timeout_ns = (int64_t)(w->boot_timeout_s * 1e9);
     tp_fate.peers = calloc((size_t)w->size, sizeof(*tp_fate.peers));
-    if (tp_fate.peers == NULL) return TP_ERR_NO_MEMORY;
+    if (tp_fate.peers == NULL) {
+        tp_log(TP_LOG_ERROR, "fate", "out of memory for %d peers' fate state", w->size);
+        return TP_ERR_NO_MEMORY;
+    }
     int64_t now = tp_now_ns();
     const char *kernel = w->peers[w->rank].kernel;
     for (int r = 0; r < w->size; r++) {
@@ -95,15 +117,15 @@ tp_status_t tp_fate_start(tp_world_t *w)
         if (tp_fate.peers[r].fd >= 0) tp_fd_set_nonblocking(tp_fate.peers[r].fd);
         tp_msg_reader_init(&tp_fate.peers[r].reader, FATE_BYE_MAX);
     }
+    tp_status_t s = TP_ERR_SYSTEM;
     tp_fate.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (tp_fate.wake_fd < 0) {
         tp_log(TP_LOG_ERROR, "fate", "eventfd: %s", strerror(errno));
-        return TP_ERR_SYSTEM;
+        goto err_free;
     }
-    tp_status_t s = tp_fate_watch_open(w);
-    if (s == TP_OK) s = tp_stop_open();
-    if (s != TP_OK) return s;
+    if ((s = tp_fate_watch_open(w)) != TP_OK || (s = tp_stop_open()) != TP_OK) goto err_free;
     tp_fate.finished = 0;
+    atomic_store(&tp_fate.quit, 0);
     tp_fate.finalize_requested = 0;
     tp_fate.finalize_table = NULL;
     tp_fate.reported = tp_fate.report_pending = 0;
@@ -115,14 +137,19 @@ tp_status_t tp_fate_start(tp_world_t *w)
     tp_fate.test_burn_ns = (int64_t)(tp_config_seconds("TP_TEST_FATE_BURN") * 1e9); /* for tests of a starved one */
     tp_fate.first_hb_at = tp_now_ns();
     tp_fate_heartbeat_all(); /* before tp_init returns: peers count this rank's silence from here (it is live) */
-    if (pthread_create(&tp_fate.thread, NULL, tp_fate_thread_main, w) != 0) {
-        tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread");
-        return TP_ERR_SYSTEM;
+    int rc = pthread_create(&tp_fate.thread, NULL, tp_fate_thread_main, w);
+    if (rc != 0) {
+        tp_log(TP_LOG_ERROR, "fate", "cannot start the fate thread: %s", strerror(rc));
+        s = TP_ERR_SYSTEM;
+        goto err_free;
     }
     /* named here, not by the thread, which may not run for a while: peers on this kernel look for it by name */
     pthread_setname_np(tp_fate.thread, FATE_THREAD_NAME);
     tp_fate.running = 1;
     return TP_OK;
+err_free: /* the connections stay the caller's: closing them is how peers learn this rank failed */
+    fate_free(w, 0);
+    return s;
 }
 
 tp_status_t tp_fate_failed(void) { return atomic_load(&tp_fate.verdict) ? tp_fate.failure_status : TP_OK; }
@@ -149,14 +176,15 @@ static int wait_verdict(void)
     return atomic_load(&tp_fate.verdict);
 }
 
-tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
+/* The verdict on a failure seen here; own: it is this rank's (tp_init's), so it goes to rank 0 at once, without
+ * first waiting for a peer's failure to explain it. Returns only in return mode. */
+static tp_status_t await_verdict(tp_status_t s, const char *fn, int own)
 {
-    if (!tp_fate.running) return s;
     /* The cause reaches rank 0 and comes back as the verdict; a call that failed without a report (its peer
      * reported instead) waits for it too. When none comes, nobody explains the failure: it is this rank's own, and
      * it goes to rank 0 like any report, so every rank names the same one (two ranks whose calls failed alike, each
      * deciding alone, named each other's exit). */
-    int have = wait_verdict();
+    int have = !own && wait_verdict();
     if (!have) {
         char reason[600];
         snprintf(reason, sizeof(reason), "%s failed (%s)", fn, tp_last_error());
@@ -167,16 +195,46 @@ tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
         if (!have) {
             char reason[600];
             snprintf(reason, sizeof(reason), "%s failed (%s) and no peer's failure explains it", fn, tp_last_error());
-            tp_failure_t own = {.rank = -1, .host = "", .pid = 0, .reason = reason};
-            tp_fate_die(&own);
+            tp_failure_t own_failure = {.rank = -1, .host = "", .pid = 0, .reason = reason};
+            tp_fate_die(&own_failure);
         }
         for (;;) pause(); /* the fate thread is ending this process */
     }
-    if (!have) return s;
+    if (!have || (own && tp_fate.failure.rank == tp_fate.world->rank)) return s; /* its own message stands */
     const tp_failure_t *f = &tp_fate.failure;
     tp_log_status(TP_LOG_DEBUG, "fate", "%s: peer rank %d (host %s, pid %d) failed: %s", fn, f->rank, f->host,
                   (int)f->pid, f->reason);
     return tp_fate.failure_status;
+}
+
+tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn)
+{
+    if (!tp_fate.running) return s;
+    return await_verdict(s, fn, 0);
+}
+
+/* Waits for the thread to end (quit: now, without a BYE), then frees what fate made. */
+static void fate_stop(tp_world_t *w, int quit)
+{
+    pthread_mutex_lock(&tp_fate.lock);
+    if (quit) atomic_store(&tp_fate.quit, 1);
+    pthread_mutex_unlock(&tp_fate.lock);
+    wake();
+    pthread_mutex_lock(&tp_fate.lock);
+    while (!tp_fate.finished) pthread_cond_wait(&tp_fate.done_cond, &tp_fate.lock);
+    tp_fate.running = 0;
+    pthread_mutex_unlock(&tp_fate.lock);
+    pthread_join(tp_fate.thread, NULL);
+    fate_free(w, 1);
+}
+
+tp_status_t tp_fate_abandon(tp_world_t *w, tp_status_t s, const char *fn)
+{
+    if (!tp_fate.running) return s;
+    /* a peer- or job-scope status has a cause elsewhere, which the verdict names; any other is this rank's own */
+    s = await_verdict(s, fn, !tp_fate_status(s));
+    fate_stop(w, 1);
+    return s;
 }
 
 tp_status_t tp_fate_finalize(tp_world_t *w, const char *table)
@@ -186,24 +244,7 @@ tp_status_t tp_fate_finalize(tp_world_t *w, const char *table)
     tp_fate.finalize_requested = 1;
     tp_fate.finalize_table = table;
     pthread_mutex_unlock(&tp_fate.lock);
-    wake();
-    pthread_mutex_lock(&tp_fate.lock);
-    while (!tp_fate.finished) pthread_cond_wait(&tp_fate.done_cond, &tp_fate.lock);
-    tp_fate.running = 0;
-    pthread_mutex_unlock(&tp_fate.lock);
-    pthread_join(tp_fate.thread, NULL);
-    for (int r = 0; r < w->size; r++) {
-        if (tp_fate.peers[r].fd >= 0) close(tp_fate.peers[r].fd);
-        if (tp_fate.peers[r].pidfd >= 0) close(tp_fate.peers[r].pidfd);
-        w->fate_fds[r] = -1;
-        tp_msg_reader_free(&tp_fate.peers[r].reader);
-    }
-    free(tp_fate.peers);
-    tp_fate.peers = NULL;
-    tp_fate_watch_close();
-    close(tp_fate.wake_fd);
-    tp_fate.wake_fd = -1;
-    tp_stop_close();
+    fate_stop(w, 0);
     if (!atomic_load(&tp_fate.verdict)) return TP_OK;
     const tp_failure_t *f = &tp_fate.failure;
     tp_log_status(TP_LOG_DEBUG, "fate", "tp_finalize: peer rank %d (host %s, pid %d) failed: %s", f->rank, f->host,

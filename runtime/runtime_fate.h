@@ -20,6 +20,13 @@ tp_status_t tp_fate_finalize(tp_world_t *w, const char *table);
  * or never returns: the fate path ends the process (fatal).
  */
 tp_status_t tp_fate_call_failed(tp_status_t s, const char *fn);
+/*
+ * The end of fate in a tp_init (fn) that failed with s after tp_fate_start: the failure reaches the job as a failed
+ * call's does (a status not of peer or job scope is this rank's own, and goes to rank 0 at once), then the thread
+ * is joined and the connections, pidfds and memory fate holds are released, so the world can be freed. Returns
+ * the status tp_init returns (TP_ERRORS=return; s when the verdict names this rank), or never returns (fatal).
+ */
+tp_status_t tp_fate_abandon(tp_world_t *w, tp_status_t s, const char *fn);
 /* Whether s is a rank's or the job's failure, the fate path's business (TP_STOPPED is not: peers that called
  * tp_finalize did not fail). */
 static inline int tp_fate_status(tp_status_t s) { return tp_status_scope(s) >= TP_SCOPE_PEER && s != TP_STOPPED; }

@@ -60,6 +60,7 @@ typedef struct tp_fate_state {
     int finalize_requested;
     const char *finalize_table; /* this rank's call counts, sent with its BYE */
     int finished;
+    atomic_int quit; /* tp_fate_abandon: the thread ends without a BYE, verdict or not */
     atomic_int dying;
     fate_peer_t *peers;
     int64_t interval_ns, timeout_ns, boot_timeout_ns;

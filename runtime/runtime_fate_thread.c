@@ -302,7 +302,7 @@ void *tp_fate_thread_main(void *arg)
     int sent_bye = 0, finalizing = 0;
     struct epoll_event *ev = tp_fate.events;
     tp_fate.next_scan = 0; /* at once: what the main thread's tp_init left unread is looked at first */
-    while (!atomic_load(&tp_fate.verdict)) {
+    while (!atomic_load(&tp_fate.verdict) && !atomic_load(&tp_fate.quit)) {
         int64_t now = tp_now_ns();
         if (now >= next_hb) {
             if (tp_fate.test_burn_ns > 0) burn_cpu(tp_fate.test_burn_ns);

@@ -33,7 +33,8 @@ static int builtin_setting(const char *key)
     return strcmp(key, "version") == 0;
 }
 
-static enum { LIB_IDLE, LIB_ACTIVE, LIB_FINALIZED } lib_state = LIB_IDLE;
+/* LIB_FAILED: a tp_init failed after the bootstrap's table was in: the job knows this rank, which cannot rejoin. */
+static enum { LIB_IDLE, LIB_ACTIVE, LIB_FINALIZED, LIB_FAILED } lib_state = LIB_IDLE;
 static tp_world_t *the_world;
 
 /* Staging's memory for a stream's device, made when the engine hands libtp the stream (runtime_stream.c's hook). */
@@ -157,6 +158,18 @@ static tp_comm_t *world_comm_create(tp_world_t *w)
     return c;
 }
 
+/* TP_TEST_INIT_FAIL: the rank it names fails its tp_init once its fate runs, as a connection refused then would. */
+static tp_status_t test_init_fail(const tp_world_t *w)
+{
+    const char *v = tp_config_value("TP_TEST_INIT_FAIL");
+    int64_t rank;
+    char err[128];
+    if (v == NULL || tp_config_parse_int("TP_TEST_INIT_FAIL", v, &rank, err, sizeof(err)) != TP_OK || rank != w->rank)
+        return TP_OK;
+    tp_log(TP_LOG_ERROR, "init", "rank %d fails its tp_init after its fate started (TP_TEST_INIT_FAIL=%s)", w->rank, v);
+    return TP_ERR_SYSTEM;
+}
+
 static void world_free(tp_world_t *w)
 {
     if (w == NULL) return;
@@ -191,6 +204,11 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
         tp_log(TP_LOG_ERROR, "init", "tp_init called twice (call tp_finalize first)");
         return TP_ERR_STATE;
     }
+    if (lib_state == LIB_FAILED) {
+        tp_log(TP_LOG_ERROR, "init",
+               "tp_init failed before, after the job learned of this rank: it cannot rejoin; start the job again");
+        return TP_ERR_STATE;
+    }
     tp_world_t *w = calloc(1, sizeof(*w));
     if (w == NULL) return TP_ERR_NO_MEMORY;
     int64_t at[INIT_PHASES + 1] = {tp_now_ns()}; /* where tp_init's time goes, for the debug log */
@@ -214,24 +232,22 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     /* Chosen per peer once the table is in; per-pair data crosses the bootstrap sockets before fate owns them. */
     if ((s = tp_transports_select(w)) != TP_OK || (s = tp_transports_exchange(w)) != TP_OK) goto err_boot_fds;
     at[4] = tp_now_ns();
-    if ((s = tp_fate_start(w)) != TP_OK) goto err_transports;
+    if ((s = tp_fate_start(w)) != TP_OK) goto err_boot_fds;
     at[5] = tp_now_ns();
-    if ((s = tp_transports_connect(w)) != TP_OK) {
-        /* a peer that died before its connection was made: the job names it (or, fatal, ends here) */
-        if (s == TP_ERR_PEER_FAILED) s = tp_fate_call_failed(s, "tp_init");
-        goto err_transports;
-    }
+    /* from here a failure is the job's: a peer that died before its connection was made, or this rank's own */
+    if ((s = test_init_fail(w)) != TP_OK || (s = tp_transports_connect(w)) != TP_OK) goto err_fate;
     tp_iface_finish(w, tp_transports_name); /* before the engine creates NCCL or Gloo: they see the same interfaces */
     tp_topo_finish(w);                      /* and the same HCA ports */
     tp_comm_t *comm = world_comm_create(w);
     if (comm == NULL) {
+        tp_log(TP_LOG_ERROR, "init", "out of memory for the world comm of %d ranks", w->size);
         s = TP_ERR_NO_MEMORY;
-        goto err_transports;
+        goto err_fate;
     }
     if ((s = tp_coll_comm_init(comm)) != TP_OK) {
         free(comm->world_ranks);
         free(comm);
-        goto err_transports;
+        goto err_fate;
     }
     at[6] = tp_now_ns();
     tp_log(TP_LOG_INFO, "init", "rank %d of %d joined job %s", w->rank, w->size, w->job_id);
@@ -241,10 +257,12 @@ tp_status_t tp_init(const tp_attr_t *attr, tp_comm_t **world_out)
     tp_streams_created_hook(prepare_stream); /* streams made before tp_init now, later ones as they are made */
     *world_out = comm;
     return TP_OK;
-err_boot_fds: /* fate has not taken them: closing them tells rank 0 (or every rank) that this one failed */
+err_fate: /* the job hears of it as of a failed call; fate's thread and fds end before the world they use */
+    s = tp_fate_abandon(w, s, "tp_init");
+err_boot_fds: /* fate has not taken them (or closed them): closing them tells rank 0 (or every rank) this one failed */
+    if (w->size > 1) lib_state = LIB_FAILED; /* the bootstrap is over (rank 0 listens no more) and the job knows it */
     for (int r = 0; r < w->size; r++)
         if (w->fate_fds[r] >= 0) close(w->fate_fds[r]);
-err_transports:
     tp_transports_close(w);
 err_world:
     world_free(w);

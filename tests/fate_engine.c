@@ -3,10 +3,12 @@
  * (tests/fate_cause.sh, tests/stop_word.sh), or idle while their fate threads run (tests/fate_starved.sh). Modes by
  * argv; every "engine:" line names the rank it comes from.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +29,8 @@ static void on_failure(const tp_failure_t *f, void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: fate_engine loop [--fail-exit CODE] [--ready FIFO] | straggler [CALLS] | "
-                    "serve [REQUESTS] [--no-finalize] | p2p [REQUESTS] | split [REQUESTS] | hold [MS]\n");
+                    "serve [REQUESTS] [--no-finalize] | p2p [REQUESTS] | split [REQUESTS] | hold [MS] | "
+                    "init [--fail-exit CODE] [--fd-room RANK:FDS]\n");
     exit(2);
 }
 
@@ -202,21 +205,109 @@ static int serve_root(tp_comm_t *world, tp_comm_t *comm, long requests, int p2p,
     return 0;
 }
 
+#define FDS_MAX 1024
+
+/* Entries of a /proc/self folder (fd, task) numbered below FDS_MAX, marked in seen when given; with name, only the
+ * tasks of that name; -1 when unreadable. */
+static int proc_count(const char *dir, const char *name, char *seen)
+{
+    char path[300], comm[64];
+    DIR *d = opendir(dir);
+    if (d == NULL) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int id = (int)strtol(e->d_name, NULL, 10);
+        if (e->d_name[0] == '.' || id == dirfd(d)) continue;
+        if (name != NULL) {
+            snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+            FILE *f = fopen(path, "r");
+            int same = f != NULL && fgets(comm, sizeof(comm), f) != NULL && strncmp(comm, name, strlen(name)) == 0 &&
+                       comm[strlen(name)] == '\n';
+            if (f != NULL) fclose(f);
+            if (!same) continue;
+        }
+        if (seen != NULL && id >= 0 && id < FDS_MAX) seen[id] = 1;
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* --fd-room RANK:FDS: that rank's tp_init may open only FDS more files (RLIMIT_NOFILE ends below the next free fd
+ * number), so that it fails for real where it opens the next one; -1 when the limit cannot be set. */
+static int limit_fds(const char *room, const char *rank)
+{
+    static char open_fds[FDS_MAX];
+    int r, n, limit = 0;
+    if (room == NULL || sscanf(room, "%d:%d", &r, &n) != 2 || r != atoi(rank)) return 0;
+    if (proc_count("/proc/self/fd", NULL, open_fds) < 0) return -1;
+    for (int free_fds = 0; limit < FDS_MAX; limit++)
+        if (!open_fds[limit] && free_fds++ == n) break;
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return -1;
+    lim.rlim_cur = (rlim_t)limit;
+    return setrlimit(RLIMIT_NOFILE, &lim);
+}
+
+/*
+ * An engine whose tp_init may fail (TP_ERRORS=return): once it has, no fate thread and no fd that tp_init opened
+ * is left (it may close the one its launcher lent, TP_BOOT_FD), a second tp_init is refused without a crash, and
+ * the engine ends with fail_exit. A tp_init that worked loops as mode_loop, or with room (--fd-room) makes one
+ * all_reduce and finalizes (every rank's tp_init may then have worked).
+ */
+static int mode_init(int fail_exit, const char *room)
+{
+    const char *rank = getenv("TP_RANK") != NULL ? getenv("TP_RANK") : getenv("RANK") ? getenv("RANK") : "?";
+    static char before[FDS_MAX], after[FDS_MAX];
+    static float buf[LOOP_FLOATS];
+    if (limit_fds(room, rank) != 0) {
+        perror("fate_engine: --fd-room");
+        return 2;
+    }
+    int fds = proc_count("/proc/self/fd", NULL, before), tasks = proc_count("/proc/self/task", NULL, NULL);
+    tp_comm_t *world;
+    tp_status_t st = tp_init(NULL, &world);
+    if (st == TP_OK) {
+        my_rank = tp_comm_rank(world);
+        if (room == NULL) return mode_loop(world, fail_exit, NULL);
+        if ((st = tp_all_reduce(world, buf, buf, LOOP_FLOATS, TP_F32, TP_SUM, NULL)) == TP_OK) {
+            finalize_or_die(world);
+            return 0;
+        }
+        fprintf(stderr, "engine: rank %d: %s: %s\n", my_rank, tp_status_string(st), tp_last_error());
+        check_failed_job(world, st, buf);
+        return fail_exit;
+    }
+    fprintf(stderr, "engine: rank %s: tp_init: %s: %s\n", rank, tp_status_string(st), tp_last_error());
+    int fds_after = proc_count("/proc/self/fd", NULL, after), tasks_after = proc_count("/proc/self/task", NULL, NULL);
+    int fate = proc_count("/proc/self/task", "tp-fate", NULL), opened = 0;
+    for (int fd = 0; fd < FDS_MAX; fd++) opened += after[fd] && !before[fd];
+    tp_status_t again = tp_init(NULL, &world);
+    fprintf(stderr,
+            "engine: rank %s: after the failed tp_init: %d fds (%d before, %d new), %d threads (%d before), %d "
+            "named tp-fate; tp_init again: %s: %s\n",
+            rank, fds_after, fds, opened, tasks_after, tasks, fate, tp_status_string(again), tp_last_error());
+    if (opened != 0 || fds_after < 0 || tasks_after != tasks || fate != 0 || again != TP_ERR_STATE) return 5;
+    return fail_exit;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) usage();
-    const char *mode = argv[1], *ready = NULL;
+    const char *mode = argv[1], *ready = NULL, *room = NULL;
     long count = -1;
     int fail_exit = 4, finalize = 1;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--fail-exit") == 0 && i + 1 < argc) fail_exit = atoi(argv[++i]);
         else if (strcmp(argv[i], "--ready") == 0 && i + 1 < argc) ready = argv[++i];
         else if (strcmp(argv[i], "--no-finalize") == 0) finalize = 0;
+        else if (strcmp(argv[i], "--fd-room") == 0 && i + 1 < argc) room = argv[++i];
         else if (count < 0 && atol(argv[i]) > 0) count = atol(argv[i]);
         else usage();
     }
     if (count < 0) count = 100;
     tp_fate_register(on_failure, NULL);
+    if (strcmp(mode, "init") == 0) return mode_init(fail_exit, room);
     tp_comm_t *world;
     tp_status_t st = tp_init(NULL, &world);
     if (st != TP_OK) die_on(st, 1);

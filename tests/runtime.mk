@@ -74,6 +74,8 @@ tests_fate_engine_LDADD = libtp.la
 tests_fate_engine_LDFLAGS = -no-install
 TESTS += tests/fate_cause.sh tests/stop_word.sh tests/fate_boot_beat.sh tests/fate_starved.sh
 EXTRA_DIST += tests/fate_cause.sh tests/stop_word.sh tests/fate_boot_beat.sh tests/fate_starved.sh
+TESTS += tests/fate_init_fail.sh
+EXTRA_DIST += tests/fate_init_fail.sh
 # Each local rank's GPU when no tprun gave one (runtime/topo_gpu.c), on a fake sysfs tree it makes.
 check_PROGRAMS += tests/topo_gpu_unit
 tests_topo_gpu_unit_SOURCES = tests/topo_gpu_unit.c

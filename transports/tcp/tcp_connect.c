@@ -361,6 +361,7 @@ static tp_status_t wait_higher(tcp_state_t *st, int64_t deadline)
                 total++;
             }
         if (total == 0) return TP_OK;
+        if (abandoned(st)) return TP_ERR_PEER_FAILED; /* fate named the failure (a rank whose tp_init failed) */
         int64_t left = (deadline - tp_now_ns()) / 1000000;
         if (left <= 0 || l->error[0] != '\0') {
             char list[400] = "";
@@ -378,7 +379,7 @@ static tp_status_t wait_higher(tcp_state_t *st, int64_t deadline)
             return TP_ERR_BOOTSTRAP;
         }
         struct pollfd p = {.fd = l->ready_fd, .events = POLLIN};
-        poll(&p, 1, left > 1000 ? 1000 : (int)left);
+        poll(&p, 1, wait_slice_ms(st, deadline));
     }
 }
 
