@@ -24,7 +24,7 @@ print("| N | rank 0 CPU ms/s | rank N-1 CPU ms/s | rank 0 ms per interval (%g ms
 print("|---:|---:|---:|---:|---:|---:|")
 for n in ns:
     t0 = time.time()
-    p = subprocess.Popen([b + "/tprun", "-n", str(n), b + "/tests/runtime_rank", "block"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([b + "/tprun", "-n", str(n), "--gpus-per-rank", "0", b + "/tests/runtime_rank", "block"], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     pids = {}
     guard = threading.Timer(300, p.send_signal, [signal.SIGTERM])  # a boot that hangs: the row says so
