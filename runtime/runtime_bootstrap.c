@@ -273,8 +273,9 @@ static tp_status_t root_send_table(tp_world_t *w, boot_conn_t *conns, int nconns
     char *table = malloc(cap);
     if (table == NULL) return TP_ERR_NO_MEMORY;
     for (int r = 0; r < w->size; r++) {
-        int n = tp_record_format(&checkins[r].record, checkins[0].settings, r == 0 ? checkins[0].num_settings : 0,
-                                 table + used, cap - used);
+        int n = tp_record_format_after(&checkins[r].record, r > 0 ? &checkins[r - 1].record : NULL,
+                                       checkins[0].settings, r == 0 ? checkins[0].num_settings : 0, table + used,
+                                       cap - used);
         if (n < 0) {
             free(table);
             return TP_ERR_NO_MEMORY;

@@ -67,27 +67,6 @@ void tp_kernel_identity(char *out, size_t len)
     snprintf(out, len, "%s/%llu", boot_id, (unsigned long long)st.st_ino);
 }
 
-int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
-                     size_t out_len)
-{
-    size_t used = 0;
-    int n = snprintf(out, out_len,
-                     "rank=%d\npid=%d\nhost=%s\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\nboot_ip=%s\naddresses=%s\n"
-                     "kernel=%s\nifaces=%s\nhcas=%s\nhca_skip=%s\ngpu=%s\ncpus=%s\nnuma=%s\nbind_why=%s\n",
-                     r->rank, (int)r->pid, r->host, r->local_rank, r->local_size, r->node_rank, r->boot_ip,
-                     r->addresses, r->kernel, r->ifaces, r->hcas, r->hca_skip, r->gpu, r->cpus, r->numa, r->bind_why);
-    if (n < 0 || (size_t)n >= out_len) return -1;
-    used = (size_t)n;
-    for (int i = 0; i < num_settings; i++) {
-        n = snprintf(out + used, out_len - used, "set.%s=%s\n", settings[i].key, settings[i].value);
-        if (n < 0 || (size_t)n >= out_len - used) return -1;
-        used += (size_t)n;
-    }
-    n = snprintf(out + used, out_len - used, "end\n");
-    if (n < 0 || (size_t)n >= out_len - used) return -1;
-    return (int)(used + (size_t)n);
-}
-
 static int parse_int_field(const char *v, long lo, long hi, int *out)
 {
     char *end;
@@ -127,13 +106,62 @@ static const record_string_t record_strings[] = {
     {RECORD_STRING(hca_skip), NULL},       {RECORD_STRING(gpu), NULL},      {RECORD_STRING(cpus), NULL},
     {RECORD_STRING(numa), NULL},           {RECORD_STRING(bind_why), NULL},
 };
-#define RECORD_INTS 5 /* rank, pid, local_rank, local_size, node_rank: bits 0-4; the strings follow */
-#define RECORD_SEEN ((1u << (RECORD_INTS + sizeof(record_strings) / sizeof(record_strings[0]))) - 1)
+#define RECORD_INTS    5 /* rank, pid, local_rank, local_size, node_rank: bits 0-4; the strings follow */
+#define RECORD_STRINGS (sizeof(record_strings) / sizeof(record_strings[0]))
+#define RECORD_SEEN    ((1u << (RECORD_INTS + RECORD_STRINGS)) - 1)
+#define SAME_MARK      '^' /* "key^": in a table, the previous record's value (ranks of a host share most fields) */
+
+static const char *record_string(const tp_peer_record_t *r, size_t i)
+{
+    return *(const char *const *)((const char *)r + record_strings[i].at);
+}
+
+int tp_record_format_after(const tp_peer_record_t *r, const tp_peer_record_t *prev, const tp_setting_t *settings,
+                           int num_settings, char *out, size_t out_len)
+{
+    size_t used = 0;
+    int n = snprintf(out, out_len, "rank=%d\npid=%d\nlocal_rank=%d\nlocal_size=%d\nnode_rank=%d\n", r->rank,
+                     (int)r->pid, r->local_rank, r->local_size, r->node_rank);
+    for (size_t i = 0; n >= 0 && (size_t)n < out_len - used; i++) {
+        used += (size_t)n;
+        if (i == RECORD_STRINGS) break;
+        const char *v = record_string(r, i);
+        if (prev != NULL && strcmp(v, record_string(prev, i)) == 0)
+            n = snprintf(out + used, out_len - used, "%s%c\n", record_strings[i].key, SAME_MARK);
+        else n = snprintf(out + used, out_len - used, "%s=%s\n", record_strings[i].key, v);
+    }
+    if (n < 0 || (size_t)n >= out_len - used) return -1;
+    for (int i = 0; i < num_settings; i++) {
+        n = snprintf(out + used, out_len - used, "set.%s=%s\n", settings[i].key, settings[i].value);
+        if (n < 0 || (size_t)n >= out_len - used) return -1;
+        used += (size_t)n;
+    }
+    n = snprintf(out + used, out_len - used, "end\n");
+    if (n < 0 || (size_t)n >= out_len - used) return -1;
+    return (int)(used + (size_t)n);
+}
+
+int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
+                     size_t out_len)
+{
+    return tp_record_format_after(r, NULL, settings, num_settings, out, out_len);
+}
+
+/* "key^" in a table: the string field k takes the previous record's value; its bit, or 0 when k is not one. */
+static unsigned same_field(tp_peer_record_t *r, const tp_peer_record_t *prev, const char *k)
+{
+    for (size_t i = 0; i < RECORD_STRINGS; i++) {
+        if (strcmp(k, record_strings[i].key) != 0) continue;
+        *(const char **)((char *)r + record_strings[i].at) = record_string(prev, i);
+        return 1u << (RECORD_INTS + i);
+    }
+    return 0;
+}
 
 /* Sets a string field from v (a NUL-terminated line in the record's text); its bit, or 0 when k is not one. */
 static unsigned string_field(tp_peer_record_t *r, const char *k, const char *v, int *ok)
 {
-    for (size_t i = 0; i < sizeof(record_strings) / sizeof(record_strings[0]); i++) {
+    for (size_t i = 0; i < RECORD_STRINGS; i++) {
         const record_string_t *f = &record_strings[i];
         if (strcmp(k, f->key) != 0) continue;
         *ok = strlen(v) < f->bound && (f->valid == NULL || f->valid(v));
@@ -170,7 +198,8 @@ void tp_checkin_free(tp_checkin_t *c)
     c->num_settings = 0;
 }
 
-tp_status_t tp_record_parse(char **text, tp_checkin_t *out, char *why, size_t why_len)
+/* One record; prev: the table's previous record, whose values "key^" lines take (NULL: none may). */
+static tp_status_t record_parse(char **text, tp_checkin_t *out, const tp_peer_record_t *prev, char *why, size_t why_len)
 {
     char *p = *text;
     memset(out, 0, sizeof(*out));
@@ -185,15 +214,30 @@ tp_status_t tp_record_parse(char **text, tp_checkin_t *out, char *why, size_t wh
         p = nl + 1;
         if (strcmp(line, "end") == 0) break;
         char *eq = strchr(line, '=');
+        size_t len = strlen(line);
+        tp_peer_record_t *r = &out->record;
+        int ok = 0;
+        unsigned bit = 0;
+        if (eq == NULL && len > 1 && line[len - 1] == SAME_MARK) { /* the previous record's value */
+            line[len - 1] = '\0';
+            if (prev == NULL || (bit = same_field(r, prev, line)) == 0) {
+                snprintf(why, why_len, "record line \"%.40s%c\" refers to %s", line, SAME_MARK,
+                         prev == NULL ? "a previous record where there is none" : "no string field");
+                goto bad;
+            }
+            if (bit & seen) {
+                snprintf(why, why_len, "record field %s appears twice", line);
+                goto bad;
+            }
+            seen |= bit;
+            continue;
+        }
         if (eq == NULL) {
             snprintf(why, why_len, "record line \"%.40s\" is not key=value", line);
             goto bad;
         }
         *eq = '\0';
         const char *k = line, *v = eq + 1;
-        tp_peer_record_t *r = &out->record;
-        int ok = 0;
-        unsigned bit = 0;
         if (strcmp(k, "rank") == 0) ok = parse_int_field(v, 0, 1 << 24, &r->rank), bit = 1;
         else if (strcmp(k, "pid") == 0) {
             int pid;
@@ -233,6 +277,11 @@ bad:
     return TP_ERR_PROTOCOL;
 }
 
+tp_status_t tp_record_parse(char **text, tp_checkin_t *out, char *why, size_t why_len)
+{
+    return record_parse(text, out, NULL, why, why_len);
+}
+
 tp_status_t tp_table_adopt(tp_world_t *w, char *text, char *why, size_t why_len)
 {
     w->peer_text = text;
@@ -244,7 +293,7 @@ tp_status_t tp_table_adopt(tp_world_t *w, char *text, char *why, size_t why_len)
     char *p = text, one[256];
     for (int r = 0; r < w->size; r++) {
         tp_checkin_t ci;
-        if (tp_record_parse(&p, &ci, one, sizeof(one)) != TP_OK) {
+        if (record_parse(&p, &ci, r > 0 ? &w->peers[r - 1] : NULL, one, sizeof(one)) != TP_OK) {
             snprintf(why, why_len, "at rank %d: %s", r, one);
             return TP_ERR_PROTOCOL;
         }

@@ -53,8 +53,13 @@ void tp_kernel_identity(char *out, size_t len);
 /* Appends a record and its settings as "key=value" lines ending with "end\n"; returns bytes or -1 if too long. */
 int tp_record_format(const tp_peer_record_t *r, const tp_setting_t *settings, int num_settings, char *out,
                      size_t out_len);
+/* The same for a table, after the record prev: a string field equal to prev's is a "key^" line (a host's ranks
+ * share most fields, and the table goes to every rank: N^2 bytes out of rank 0). */
+int tp_record_format_after(const tp_peer_record_t *r, const tp_peer_record_t *prev, const tp_setting_t *settings,
+                           int num_settings, char *out, size_t out_len);
 /* Parses one record at *text (advanced past it) in place: its lines end in NULs and the record's strings point into
- * them. Strict: unknown keys, bad values and fields past their bound are refused. */
+ * them. Strict: unknown keys, bad values and fields past their bound are refused, and so is "key^" (only a table's
+ * records, read by tp_table_adopt, may take the previous record's value). */
 tp_status_t tp_record_parse(char **text, tp_checkin_t *out, char *why, size_t why_len);
 void tp_checkin_free(tp_checkin_t *c);
 

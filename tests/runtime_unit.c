@@ -252,6 +252,53 @@ static void test_records(void)
 
 /* A field past its bound is refused (a record's strings are read into fixed rooms and buffers elsewhere); a table is
  * the world's records in rank order and nothing after. */
+/* A table's "key^" lines: the previous record's value, never in a first record or a rank's own. */
+static void test_table_same(const tp_peer_record_t *base)
+{
+    char text[16384], copy[sizeof(text)], why[256];
+    tp_peer_record_t a = *base, b = *base, c = *base;
+    a.rank = 0, b.rank = 1, c.rank = 2;
+    a.host = "ha", b.host = "ha", c.host = "hc";
+    a.cpus = "0-1", b.cpus = "2-3", c.cpus = "2-3";
+    size_t used = 0;
+    used += (size_t)tp_record_format_after(&a, NULL, NULL, 0, text + used, sizeof(text) - used);
+    used += (size_t)tp_record_format_after(&b, &a, NULL, 0, text + used, sizeof(text) - used);
+    used += (size_t)tp_record_format_after(&c, &b, NULL, 0, text + used, sizeof(text) - used);
+    CHECK(strstr(text, "host^\nboot_ip^") != NULL && strstr(text, "cpus^") != NULL && strstr(text, "host=hc") != NULL,
+          "equal fields are written as the previous record's, others in full");
+    tp_world_t w = {.size = 3};
+    CHECK(tp_table_adopt(&w, strdup(text), why, sizeof(why)) == TP_OK && strcmp(w.peers[1].host, "ha") == 0 &&
+              strcmp(w.peers[2].host, "hc") == 0 && strcmp(w.peers[2].cpus, "2-3") == 0 &&
+              strcmp(w.peers[1].cpus, "2-3") == 0 && strcmp(w.peers[2].kernel, a.kernel) == 0,
+          "a table with the previous records' values: %s", why);
+    free(w.peers), free(w.peer_text);
+    static const struct {
+        const char *from, *to, *why;
+    } bad[] = {{"rank=0\npid=4711\nlocal_rank=-1\nlocal_size=-1\nnode_rank=-1\nhost=ha",
+                "rank=0\npid=4711\nlocal_rank=-1\nlocal_size=-1\nnode_rank=-1\nhost^", "where there is none"},
+               {"rank=1\npid=4711\nlocal_rank=-1\nlocal_size=-1\nnode_rank=-1\nhost^",
+                "rank=1\npid=4711\nlocal_rank=-1\nlocal_size=-1\nnode_rank=-1\nrank^", "no string field"},
+               {"node_rank=-1\nhost=hc", "node_rank=-1\ncpus^", "appears twice"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memcpy(copy, text, sizeof(copy));
+        char *at = strstr(copy, bad[i].from);
+        CHECK(at != NULL, "case %zu applies", i);
+        if (at == NULL) continue;
+        memmove(at + strlen(bad[i].to), at + strlen(bad[i].from), strlen(at + strlen(bad[i].from)) + 1);
+        memcpy(at, bad[i].to, strlen(bad[i].to));
+        w = (tp_world_t){.size = 3};
+        CHECK(tp_table_adopt(&w, strdup(copy), why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, bad[i].why) != NULL,
+              "table case %zu refused: %s", i, why);
+        free(w.peers), free(w.peer_text);
+    }
+    /* a rank's own record (a check-in) may not take another's value */
+    int n = tp_record_format_after(&b, &a, NULL, 0, text, sizeof(text));
+    tp_checkin_t ci;
+    char *p = text;
+    CHECK(n > 0 && tp_record_parse(&p, &ci, why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "none") != NULL,
+          "a check-in's \"host^\" refused: %s", why);
+}
+
 static void test_table(void)
 {
     static tp_record_room_t room;
@@ -284,6 +331,7 @@ static void test_table(void)
     CHECK(tp_table_adopt(&w, strdup(copy), why, sizeof(why)) == TP_ERR_PROTOCOL && strstr(why, "at rank 0") != NULL,
           "a bad first record: %s", why);
     free(w.peers), free(w.peer_text);
+    test_table_same(&r);
     /* every string field one byte under its bound and at it (no room for the NUL) */
 #define FIELD(name) #name, offsetof(tp_peer_record_t, name), sizeof(room.name)
     static const struct {
