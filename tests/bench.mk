@@ -6,6 +6,12 @@ tests_bench_bench_rank_SOURCES = tests/bench/bench_rank.c
 tests_bench_bench_rank_LDADD = libtp.la
 # A real executable, not libtool's shell wrapper, whose start-up would be timed with each rank.
 tests_bench_bench_rank_LDFLAGS = -no-install
+# The host device's reduction alone, per type (tests/bench/reduce_bench.c).
+noinst_PROGRAMS += tests/bench/reduce_bench
+tests_bench_reduce_bench_SOURCES = tests/bench/reduce_bench.c
+tests_bench_reduce_bench_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host
+tests_bench_reduce_bench_LDADD = libtp_internal.la
+tests_bench_reduce_bench_LDFLAGS = -no-install
 # The cache-line floor between CPUs 0 and 1 (which vCPU placement regime a shm benchmark ran in).
 noinst_PROGRAMS += tests/bench/floor_probe
 tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c
