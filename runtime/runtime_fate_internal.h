@@ -2,7 +2,6 @@
 #ifndef RUNTIME_FATE_INTERNAL_H
 #define RUNTIME_FATE_INTERNAL_H
 
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>

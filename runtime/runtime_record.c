@@ -198,6 +198,52 @@ void tp_checkin_free(tp_checkin_t *c)
     c->num_settings = 0;
 }
 
+/* A "key=value" line of a record into out; *bit is the field's (0 for a setting). 0, -1 when refused (why says why),
+ * -2 out of memory. */
+static int value_line(tp_checkin_t *out, char *line, unsigned *bit, char *why, size_t why_len)
+{
+    char *eq = strchr(line, '=');
+    if (eq == NULL) {
+        snprintf(why, why_len, "record line \"%.40s\" is not key=value", line);
+        return -1;
+    }
+    *eq = '\0';
+    const char *k = line, *v = eq + 1;
+    tp_peer_record_t *r = &out->record;
+    int ok = 0;
+    if (strcmp(k, "rank") == 0) ok = parse_int_field(v, 0, 1 << 24, &r->rank), *bit = 1;
+    else if (strcmp(k, "pid") == 0) {
+        int pid;
+        ok = parse_int_field(v, 1, 1 << 30, &pid);
+        r->pid = pid;
+        *bit = 2;
+    } else if (strcmp(k, "local_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_rank), *bit = 4;
+    else if (strcmp(k, "local_size") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_size), *bit = 8;
+    else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), *bit = 16;
+    else if (strncmp(k, "set.", 4) == 0) {
+        ok = add_setting(out, k + 4, v, why, why_len);
+        if (ok < 0) return -2;
+    } else if ((*bit = string_field(r, k, v, &ok)) == 0) {
+        snprintf(why, why_len, "record has an unknown field \"%.40s\"", k);
+        return -1;
+    }
+    if (!ok) {
+        snprintf(why, why_len, "record field %.40s has a bad, too long or repeated value \"%.40s\"", k, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* A "key^" line (its mark already cut off): the string field takes prev's value; 0, or -1 when refused. */
+static int same_line(tp_checkin_t *out, const char *key, const tp_peer_record_t *prev, unsigned *bit, char *why,
+                     size_t why_len)
+{
+    if (prev != NULL && (*bit = same_field(&out->record, prev, key)) != 0) return 0;
+    snprintf(why, why_len, "record line \"%.40s%c\" refers to %s", key, SAME_MARK,
+             prev == NULL ? "a previous record where there is none" : "no string field");
+    return -1;
+}
+
 /* One record; prev: the table's previous record, whose values "key^" lines take (NULL: none may). */
 static tp_status_t record_parse(char **text, tp_checkin_t *out, const tp_peer_record_t *prev, char *why, size_t why_len)
 {
@@ -213,53 +259,19 @@ static tp_status_t record_parse(char **text, tp_checkin_t *out, const tp_peer_re
         *nl = '\0';
         p = nl + 1;
         if (strcmp(line, "end") == 0) break;
-        char *eq = strchr(line, '=');
         size_t len = strlen(line);
-        tp_peer_record_t *r = &out->record;
-        int ok = 0;
         unsigned bit = 0;
-        if (eq == NULL && len > 1 && line[len - 1] == SAME_MARK) { /* the previous record's value */
+        int rc;
+        if (len > 1 && line[len - 1] == SAME_MARK && strchr(line, '=') == NULL) {
             line[len - 1] = '\0';
-            if (prev == NULL || (bit = same_field(r, prev, line)) == 0) {
-                snprintf(why, why_len, "record line \"%.40s%c\" refers to %s", line, SAME_MARK,
-                         prev == NULL ? "a previous record where there is none" : "no string field");
-                goto bad;
-            }
-            if (bit & seen) {
-                snprintf(why, why_len, "record field %s appears twice", line);
-                goto bad;
-            }
-            seen |= bit;
-            continue;
+            rc = same_line(out, line, prev, &bit, why, why_len);
+        } else {
+            rc = value_line(out, line, &bit, why, why_len);
         }
-        if (eq == NULL) {
-            snprintf(why, why_len, "record line \"%.40s\" is not key=value", line);
-            goto bad;
-        }
-        *eq = '\0';
-        const char *k = line, *v = eq + 1;
-        if (strcmp(k, "rank") == 0) ok = parse_int_field(v, 0, 1 << 24, &r->rank), bit = 1;
-        else if (strcmp(k, "pid") == 0) {
-            int pid;
-            ok = parse_int_field(v, 1, 1 << 30, &pid);
-            r->pid = pid;
-            bit = 2;
-        } else if (strcmp(k, "local_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_rank), bit = 4;
-        else if (strcmp(k, "local_size") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->local_size), bit = 8;
-        else if (strcmp(k, "node_rank") == 0) ok = parse_int_field(v, -1, 1 << 24, &r->node_rank), bit = 16;
-        else if (strncmp(k, "set.", 4) == 0) {
-            ok = add_setting(out, k + 4, v, why, why_len);
-            if (ok < 0) goto oom;
-        } else if ((bit = string_field(r, k, v, &ok)) == 0) {
-            snprintf(why, why_len, "record has an unknown field \"%.40s\"", k);
-            goto bad;
-        }
-        if (!ok) {
-            snprintf(why, why_len, "record field %.40s has a bad, too long or repeated value \"%.40s\"", k, v);
-            goto bad;
-        }
+        if (rc == -2) goto oom;
+        if (rc != 0) goto bad;
         if (bit & seen) {
-            snprintf(why, why_len, "record field %s appears twice", k);
+            snprintf(why, why_len, "record field %s appears twice", line);
             goto bad;
         }
         seen |= bit;
