@@ -143,7 +143,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 4
+#define TP_TRANSPORT_ABI 5
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -192,6 +192,7 @@ typedef struct tp_transport_peer {
 
 #define TP_TRANSPORT_IP_ENDPOINTS 1u /* its address is "ip:port": the runtime picks the interfaces to dial */
 #define TP_TRANSPORT_DELIVER      2u /* honours a receive's deliver: payload bytes are lent where they lie, not copied */
+#define TP_TRANSPORT_MIRROR       4u /* honours a send's mirror: payload bytes are copied there too as they go out */
 
 typedef struct tp_transport_caps {
     uint32_t mem_types; /* bit (1u << tp_mem_type_t) for each memory type post can move */
@@ -221,6 +222,10 @@ typedef struct tp_xfer {
      * transport's memory); an error ends the transport's progress with it. NULL: copied into buf. */
     tp_status_t (*deliver)(void *arg, size_t off, const void *bytes, size_t n);
     void *deliver_arg;
+    /* Send, on a transport with TP_TRANSPORT_MIRROR (others never see it set): every payload byte is also copied to
+     * the same offset of mirror (len bytes, not overlapping buf) by the time the send completes, while the bytes are
+     * in cache (the engine's own copy of a block it sends). NULL: none. */
+    void *mirror;
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */

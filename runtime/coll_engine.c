@@ -160,15 +160,28 @@ static tp_status_t pairwise_in_place(coll_call_t *c, int only, void *const *buf,
     return s;
 }
 
+int coll_mirror_peer(coll_call_t *c)
+{
+    if (c->dev->kind != TP_DEVICE_HOST) return -1;
+    for (int p = 0; p < c->comm->size; p++)
+        if (p != c->comm->rank &&
+            (tp_transports_flags(c->comm->world, c->comm->world_ranks[p]) & TP_TRANSPORT_MIRROR))
+            return p;
+    return -1;
+}
+
 tp_status_t coll_pairwise(coll_call_t *c, int only, void *const *sbuf, const size_t *slen, void *const *rbuf,
-                          const size_t *rlen, int in_place)
+                          const size_t *rlen, int in_place, void *mirror)
 {
     if (in_place) return pairwise_in_place(c, only, sbuf, slen);
+    int mp = mirror != NULL ? coll_mirror_peer(c) : -1;
     tp_status_t s = TP_OK;
     for (int p = 0; p < c->comm->size && s == TP_OK; p++) {
         if (p == c->comm->rank || (only >= 0 && p != only)) continue;
         s = coll_post(c, coll_xfer(c, p, 0, 0, rbuf[p], rlen[p], 0, 0));
-        if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, sbuf[p], slen[p], 0, 0));
+        tp_xfer_t *x = coll_xfer(c, p, 1, 0, sbuf[p], slen[p], 0, 0);
+        if (x != NULL && p == mp) x->mirror = mirror;
+        if (s == TP_OK) s = coll_post(c, x);
     }
     return s == TP_OK ? coll_wait_all(c) : s;
 }

@@ -80,7 +80,8 @@ static tp_status_t host_broadcast(void *state, const tp_coll_args_t *a)
 }
 
 /* all_gather and all_gatherv: own block into place (none when already there), then dissemination when what comes in
- * is small, else every peer at once. */
+ * is small, else every peer at once: there a transport that mirrors what it sends puts the own block into place as it
+ * sends it (the source is read once). */
 static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, const size_t *counts, size_t count,
                                  size_t es)
 {
@@ -93,19 +94,21 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
         off += cs->rlen[p];
     }
     uint8_t *mine = cs->rbuf[me];
+    int hier = n > 1 && coll_hier_wanted(c, off), small = off - off / (size_t)n <= COLL_SMALL_BYTES;
+    int mirror = n > 1 && !hier && !small && cs->rlen[me] > 0 && mine != send && coll_mirror_peer(c) >= 0;
     tp_status_t s = TP_OK;
-    if (cs->rlen[me] > 0 && mine != send) s = c->dev->copy(mine, send, cs->rlen[me], NULL);
+    if (cs->rlen[me] > 0 && mine != send && !mirror) s = c->dev->copy(mine, send, cs->rlen[me], NULL);
     if (s != TP_OK || n == 1) return s;
-    if (coll_hier_wanted(c, off)) return coll_hier_gather(c, cs->rbuf, cs->rlen);
-    if (off - off / (size_t)n <= COLL_SMALL_BYTES) { /* the same choice on every rank, whatever its own count */
+    if (hier) return coll_hier_gather(c, cs->rbuf, cs->rlen);
+    if (small) { /* the same choice on every rank, whatever its own count */
         coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
         return coll_dissem(c, &m);
     }
     for (int p = 0; p < n; p++) {
-        cs->sbuf[p] = mine;
+        cs->sbuf[p] = mirror ? (void *)send : mine;
         cs->slen[p] = cs->rlen[me];
     }
-    return coll_pairwise(c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 0);
+    return coll_pairwise(c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 0, mirror ? mine : NULL);
 }
 
 static tp_status_t host_all_gather(void *state, const tp_coll_args_t *a)
@@ -165,7 +168,7 @@ static tp_status_t host_all_to_all(void *state, const tp_coll_args_t *a)
     tp_status_t s = TP_OK;
     if (!in_place && b > 0) s = c.dev->copy(cs->rbuf[me], cs->sbuf[me], b, NULL);
     if (s != TP_OK || n == 1) return s;
-    return finish(&c, coll_pairwise(&c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, in_place));
+    return finish(&c, coll_pairwise(&c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, in_place, NULL));
 }
 
 /* Point-to-point frames carry the pair's own count of messages in each direction, not the comm's call count. */
@@ -236,7 +239,7 @@ static tp_status_t host_exchange(void *state, const tp_coll_args_t *a)
         c.id.seq = sseq;
         cs->sbuf[peer] = cs->rbuf[peer] = a->recv;
         cs->slen[peer] = cs->rlen[peer] = b;
-        return finish(&c, coll_pairwise(&c, peer, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 1));
+        return finish(&c, coll_pairwise(&c, peer, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 1, NULL));
     }
     c.id.seq = cs->recv_seq[peer]++;
     tp_status_t s = coll_post(&c, coll_xfer(&c, peer, 0, 0, a->recv, b, 0, 0));
@@ -257,7 +260,7 @@ tp_status_t coll_split_exchange(coll_state_t *cs, int32_t *all, uint64_t *seq)
         cs->slen[p] = cs->rlen[p] = 2 * sizeof(int32_t);
         cs->rbuf[p] = &all[2 * p];
     }
-    return finish(&c, coll_pairwise(&c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 0));
+    return finish(&c, coll_pairwise(&c, -1, cs->sbuf, cs->slen, cs->rbuf, cs->rlen, 0, NULL));
 }
 
 const tp_coll_ops_t tp_host_coll_ops = {

@@ -59,10 +59,14 @@ uint8_t *coll_slot(coll_call_t *c, int peer, int k);
 /*
  * Every peer p != me at once (or only peer `only` when it is >= 0): sends slen[p] bytes from sbuf[p] and receives
  * rlen[p] bytes into rbuf[p]. With in_place, rbuf[p] == sbuf[p] and received parts wait in scratch until the
- * same part has gone out.
+ * same part has gone out. With mirror (not in place), the send to coll_mirror_peer's peer also copies its bytes
+ * there as they go out.
  */
 tp_status_t coll_pairwise(coll_call_t *c, int only, void *const *sbuf, const size_t *slen, void *const *rbuf,
-                          const size_t *rlen, int in_place);
+                          const size_t *rlen, int in_place, void *mirror);
+/* The lowest comm peer whose transport copies what it sends into a mirror as well (TP_TRANSPORT_MIRROR) in a call on
+ * the host's buffers; -1 when none. */
+int coll_mirror_peer(coll_call_t *c);
 
 /*
  * A dissemination call (coll_algos.c): with blocks, rank p's bytes are lens[p] at blocks[p], consecutive in rank

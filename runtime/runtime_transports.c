@@ -476,6 +476,12 @@ tp_status_t tp_transports_post(tp_world_t *w, tp_xfer_t *x)
                (unsigned)x->mem < TP_MEM_TYPES ? names[x->mem] : "unknown", x->peer);
         return TP_ERR_UNSUPPORTED;
     }
+    uint32_t want = (x->deliver != NULL ? TP_TRANSPORT_DELIVER : 0) | (x->mirror != NULL ? TP_TRANSPORT_MIRROR : 0);
+    if ((t->caps[k].flags & want) != want) { /* the engine checks the flags first: this is its bug */
+        tp_log(TP_LOG_ERROR, "transport", "%s cannot %s (to or from rank %d)", t->ops[k]->name,
+               x->deliver != NULL ? "lend what it receives" : "mirror what it sends", x->peer);
+        return TP_ERR_INVALID;
+    }
     return t->ops[k]->post(t->state[k], x);
 }
 

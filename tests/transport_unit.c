@@ -75,6 +75,15 @@ static int unit_reach(void *state, const tp_peer_view_t *peer)
     return peer->address != NULL && peer->rank % 2 == 1 ? 3 : TP_REACH_NO;
 }
 
+/* unit's post takes every transfer and moves nothing: what reaches it passed the runtime's checks */
+static int unit_posts;
+static tp_status_t unit_post(void *state, tp_xfer_t *x)
+{
+    (void)state, (void)x;
+    unit_posts++;
+    return TP_OK;
+}
+
 static void test_register(void)
 {
     const tp_transport_ops_t *tcp = tp_transport_find("tcp");
@@ -97,6 +106,7 @@ static void test_register(void)
     good.name = "unit";
     good.open = unit_open;
     good.reach = unit_reach;
+    good.post = unit_post;
     CHECK(tp_transport_register(&good) == TP_OK && tp_transport_find("unit") == &good, "a complete table is taken");
 }
 
@@ -104,6 +114,12 @@ static void test_register(void)
  * Rank 0 of 5 with tcp and "unit" open (TP_TRANSPORTS=spec): unit wins the odd ranks (a higher priority), tcp the
  * others. Rank no_tcp (-1: none) published no tcp address.
  */
+static tp_status_t lend_none(void *arg, size_t off, const void *bytes, size_t n)
+{
+    (void)arg, (void)off, (void)bytes, (void)n;
+    return TP_OK;
+}
+
 static void test_select(const char *spec, int no_tcp, const char *const *want, tp_status_t want_status)
 {
     static uint8_t key[TP_JOB_KEY_BYTES];
@@ -132,6 +148,16 @@ static void test_select(const char *spec, int no_tcp, const char *const *want, t
     if (want_status == TP_OK) { /* memory a transport cannot move is refused before it gets there */
         tp_xfer_t x = {.peer = 1, .is_send = 1, .mem = TP_MEM_CUDA};
         CHECK(tp_transports_post(w, &x) == TP_ERR_UNSUPPORTED, "%s: CUDA memory over a host-only transport", spec);
+        /* and a lent receive or a mirrored send over a transport whose caps do not offer them (unit's, tcp's) */
+        uint8_t bytes[2] = {0};
+        tp_xfer_t lend = {.peer = 1, .buf = bytes, .len = 1, .deliver = lend_none};
+        tp_xfer_t mirror = {.peer = 1, .is_send = 1, .buf = bytes, .len = 1, .ready = 1, .mirror = bytes + 1};
+        tp_xfer_t plain = {.peer = 1, .is_send = 1, .buf = bytes, .len = 1, .ready = 1};
+        int posts = unit_posts, over_unit = strcmp(want[1], "unit") == 0;
+        CHECK(tp_transports_post(w, &lend) == TP_ERR_INVALID, "%s: a lent receive over %s", spec, want[1]);
+        CHECK(tp_transports_post(w, &mirror) == TP_ERR_INVALID, "%s: a mirrored send over %s", spec, want[1]);
+        CHECK(!over_unit || (tp_transports_post(w, &plain) == TP_OK && unit_posts == posts + 1),
+              "%s: a plain send reaches unit's post, and only it", spec);
     }
     tp_transports_close(w);
     free(w->peers);

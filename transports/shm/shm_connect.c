@@ -119,7 +119,7 @@ err:
 
 static void shm_caps(void *state, tp_transport_caps_t *caps)
 {
-    *caps = (tp_transport_caps_t){.mem_types = 1u << TP_MEM_HOST, .flags = TP_TRANSPORT_DELIVER};
+    *caps = (tp_transport_caps_t){.mem_types = 1u << TP_MEM_HOST, .flags = TP_TRANSPORT_DELIVER | TP_TRANSPORT_MIRROR};
 }
 
 /* A peer on this kernel, as this user, in this IPC and network namespace: both ends see the same. */

@@ -20,6 +20,23 @@ static void ring_put(uint8_t *ring, size_t size, uint64_t pos, const void *src, 
     memcpy(ring, (const uint8_t *)src + first, n - first);
 }
 
+/* A chunk of c payload bytes of the send x, from x->done on, into the ring at head; with a mirror, into it as well in
+ * pieces small enough that the second read of each finds it in the cache (one pass over the source, not two). */
+static void put_chunk(shm_peer_t *p, tp_xfer_t *x, uint64_t head, size_t c)
+{
+    const uint8_t *src = (const uint8_t *)x->buf + x->done;
+    if (x->mirror == NULL) {
+        ring_put(p->out_ring, p->ring, head, src, c);
+        return;
+    }
+    uint8_t *dst = (uint8_t *)x->mirror + x->done;
+    for (size_t off = 0; off < c; off += SHM_MIRROR_PIECE) {
+        size_t k = c - off < SHM_MIRROR_PIECE ? c - off : SHM_MIRROR_PIECE;
+        ring_put(p->out_ring, p->ring, head + off, src + off, k);
+        memcpy(dst + off, src + off, k);
+    }
+}
+
 /* n ring bytes from pos to the receive x: lent to its deliver where they lie (two spans at the wrap), else copied. */
 static tp_status_t ring_get(tp_xfer_t *x, const uint8_t *ring, size_t size, uint64_t pos, size_t n)
 {
@@ -195,6 +212,10 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
     }
     atomic_store_explicit(&cell->seq, c + 1, memory_order_release);
     p->out_cells_sent = c + k;
+    if (x->mirror != NULL && (inl || cma)) { /* the ring's chunks are mirrored as they are written */
+        if (cma) wake(p); /* the peer reads the frame while this rank copies it */
+        memcpy((uint8_t *)x->mirror + base, (const uint8_t *)x->buf + base, fl);
+    }
     x->frame_off = inl ? 0 : H;
     if (cma) p->cma_wait = c + 1; /* the buffer stays the peer's to read until it consumes this cell */
     *go = 1;
@@ -256,7 +277,7 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
         if (n > space) n = (size_t)space;
         for (size_t off = 0; off < n;) { /* each chunk is published at once, so the reader copies beside the writer */
             size_t c = n - off < SHM_CHUNK_BYTES ? n - off : SHM_CHUNK_BYTES;
-            ring_put(p->out_ring, p->ring, head, (const uint8_t *)x->buf + x->done, c);
+            put_chunk(p, x, head, c);
             head += c;
             off += c;
             x->done += c;
