@@ -164,8 +164,7 @@ int coll_mirror_peer(coll_call_t *c)
 {
     if (c->dev->kind != TP_DEVICE_HOST) return -1;
     for (int p = 0; p < c->comm->size; p++)
-        if (p != c->comm->rank &&
-            (tp_transports_flags(c->comm->world, c->comm->world_ranks[p]) & TP_TRANSPORT_MIRROR))
+        if (p != c->comm->rank && (tp_transports_flags(c->comm->world, c->comm->world_ranks[p]) & TP_TRANSPORT_MIRROR))
             return p;
     return -1;
 }

@@ -13,7 +13,7 @@
 #define SHM_MAGIC          0x74702d73686d3033ULL /* "tp-shm03": a segment of this layout and protocol */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
-#define SHM_MIRROR_PIECE   16384                 /* a send's mirror is written after each piece this long: still cached */
+#define SHM_MIRROR_PIECE   16384                 /* a send mirrors each piece this long at once: still cached */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
 #define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */

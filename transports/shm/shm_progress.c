@@ -212,8 +212,9 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
     }
     atomic_store_explicit(&cell->seq, c + 1, memory_order_release);
     p->out_cells_sent = c + k;
-    if (x->mirror != NULL && (inl || cma)) { /* the ring's chunks are mirrored as they are written */
-        if (cma) wake(p); /* the peer reads the frame while this rank copies it */
+    /* A mirror of a frame in the ring is written chunk by chunk; one read by CMA, while the peer reads it. */
+    if (x->mirror != NULL && (inl || cma)) {
+        if (cma) wake(p);
         memcpy((uint8_t *)x->mirror + base, (const uint8_t *)x->buf + base, fl);
     }
     x->frame_off = inl ? 0 : H;
