@@ -91,6 +91,27 @@ static void fate_free(tp_world_t *w, int took_fds)
     tp_fate.world = NULL; /* the world is freed next: nothing of fate's may reach it */
 }
 
+/*
+ * Which same-kernel peers this rank watches through pidfds (their watched flag). Rank 0,
+ * the arbiter, watches every one; any other rank rank 0 and the FATE_LOCAL_WATCH nearest same-kernel ranks on each
+ * side, in rank order around a ring of them. A local death wakes its neighbours and rank 0 at once and the others
+ * through rank 0's verdict, with at most 2 * FATE_LOCAL_WATCH + 1 pidfds a rank instead of one per local peer (N^2
+ * system calls on a host of N ranks).
+ */
+static void mark_local_watched(int me, int n)
+{
+    for (int d = 0, up = me, down = me; d < FATE_LOCAL_WATCH; d++) {
+        do up = (up + 1) % n;
+        while (up != me && !tp_fate.peers[up].local);
+        do down = (down + n - 1) % n;
+        while (down != me && !tp_fate.peers[down].local);
+        if (up == me) break; /* fewer local peers than that: every one is marked */
+        tp_fate.peers[up].watched = tp_fate.peers[down].watched = 1;
+    }
+    for (int r = 0; r < n; r++)
+        if (tp_fate.peers[r].local && (me == 0 || r == 0)) tp_fate.peers[r].watched = 1;
+}
+
 tp_status_t tp_fate_start(tp_world_t *w)
 {
     if (w->size == 1) return TP_OK;
@@ -107,11 +128,14 @@ tp_status_t tp_fate_start(tp_world_t *w)
     int64_t now = tp_now_ns();
     const char *kernel = w->peers[w->rank].kernel;
     for (int r = 0; r < w->size; r++) {
-        tp_fate.peers[r].fd = w->fate_fds[r];
         tp_fate.peers[r].pidfd = -1;
-        /* here, not in the fate thread: its short slice makes N system calls there span many turns on a busy core */
         tp_fate.peers[r].local = r != w->rank && kernel[0] != '\0' && strcmp(w->peers[r].kernel, kernel) == 0;
-        if (tp_fate.peers[r].local)
+    }
+    mark_local_watched(w->rank, w->size);
+    for (int r = 0; r < w->size; r++) {
+        tp_fate.peers[r].fd = w->fate_fds[r];
+        /* here, not in the fate thread: its short slice makes N system calls there span many turns on a busy core */
+        if (tp_fate.peers[r].watched)
             tp_fate.peers[r].pidfd = (int)syscall(SYS_pidfd_open, w->peers[r].pid, 0); /* -1: the connection alone */
         tp_fate.peers[r].last_rx = now;
         if (tp_fate.peers[r].fd >= 0) tp_fd_set_nonblocking(tp_fate.peers[r].fd);

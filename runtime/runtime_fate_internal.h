@@ -20,6 +20,7 @@
 #define ENDED_WITHOUT_FINALIZE "it ended without tp_finalize (the process died or exited)"
 #define FATE_SLICE_NS          100000    /* the shortest slice the kernel grants */
 #define FATE_THREAD_NAME       "tp-fate" /* how a peer on this kernel finds the thread in /proc */
+#define FATE_LOCAL_WATCH       4         /* same-kernel ranks watched through pidfds on each side (rank 0: all) */
 
 typedef struct fate_peer {
     int fd;
@@ -30,6 +31,7 @@ typedef struct fate_peer {
     int64_t last_rx;
     int live; /* heard since its fate started: TP_HEARTBEAT_TIMEOUT applies, before that (its tp_init) TP_BOOT_TIMEOUT */
     int local;        /* it runs on this kernel: /proc shows whether its silent fate thread waits for a CPU */
+    int watched;      /* on this kernel and watched through a pidfd (all of them on rank 0, neighbours elsewhere) */
     pid_t fate_tid;   /* its fate thread, once found in /proc (0: not yet) */
     pid_t wait_tid;   /* the thread whose CPU time wait_cpu counts from, 0 while it is not waiting for a CPU */
     int64_t wait_cpu; /* that thread's CPU time when its silence was first found to be a wait for a CPU */

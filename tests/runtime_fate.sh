@@ -3,15 +3,26 @@
 # failed rank named; callbacks run first. Without any launcher, and under tprun.
 . "$(dirname "$0")/runtime_lib.sh"
 
-# fate_case NAME N VICTIM SIGNAL EXPECT: torchrun-style job of spinning ranks; the test signals the victim.
+# pidfds PID: how many pidfds the process holds.
+pidfds() { find "/proc/$1/fd" -lname 'anon_inode:\[pidfd\]' 2>/dev/null | wc -l; }
+
+# fate_case NAME N VICTIM SIGNAL EXPECT [R:PIDFDS ...]: torchrun-style job of spinning ranks; the test signals the
+# victim. Each R:PIDFDS says how many peers rank R watches through pidfds once all are ready.
 fate_case() {
-    local name=$1 n=$2 victim=$3 sig=$4 expect=$5 port
+    local name=$1 n=$2 victim=$3 sig=$4 expect=$5 port want
+    shift 5
     port=$(free_port)
     torch_job "$n" "$port" "$TEST_DIR/$name" "$RANK_PROG" spin
     if ! wait_ready "$n" "$TEST_DIR/$name"; then
         fail "$name: ranks never got ready: $(cat "$TEST_DIR/$name".*.err)"
         return
     fi
+    for want in "$@"; do
+        local got
+        got=$(pidfds "${JOB_PIDS[${want%:*}]}")
+        [ "$got" = "${want#*:}" ] && pass "$name: rank ${want%:*} watches ${want#*:} peers through pidfds" ||
+            fail "$name: rank ${want%:*} holds $got pidfds, expected ${want#*:}"
+    done
     local vpid=${JOB_PIDS[$victim]}
     disown "$vpid" # its end is the test's doing: no "Killed" notice from bash
     kill "-$sig" "$vpid"
@@ -32,7 +43,10 @@ fate_case() {
 
 fate_case kill1 4 1 KILL "it ended without tp_finalize"
 fate_case kill0 4 0 KILL "it ended without tp_finalize"
-fate_case kill16 16 5 KILL "it ended without tp_finalize"
+# Rank 0 watches its 15 local peers through pidfds; the others rank 0 and 4 neighbours each side around the ring,
+# so most survivors of rank 12 (all but 8-11, 13-15) learn of it from rank 0's verdict.
+fate_case kill16 16 12 KILL "it ended without tp_finalize" 0:15 5:9 12:8 3:8
+fate_case kill5 5 2 KILL "it ended without tp_finalize" 0:4 1:4 4:4
 TP_HEARTBEAT_TIMEOUT=0.3 fate_case stop2 4 2 STOP "sent nothing for 0.3 s (stopped or hung"
 TP_HEARTBEAT_TIMEOUT=0.3 fate_case stop0 3 0 STOP "sent nothing for 0.3 s (stopped or hung"
 
