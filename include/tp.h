@@ -24,6 +24,9 @@ extern "C" {
 
 /* Exit status of a rank that the fate path ends because a peer failed or stopped answering. */
 #define TP_EXIT_PEER_FAILED 70
+/* Exit status of a rank that the fate path ends on its own failure: the job's verdict names this rank (its own call
+ * or tp_init failed and no peer's failure explains it). A launcher takes it for the cause, 70 for consequences. */
+#define TP_EXIT_FAILED 71
 /* Exit status of tprun when --timeout expires. */
 #define TP_EXIT_TIMEOUT 124
 
@@ -34,7 +37,7 @@ extern "C" {
  * Errors are fatal by default (TP_ERRORS=fatal, as MPI's default error handler): a call that meets a peer- or
  * job-scope error does not return; the rank logs the job's first failure (the same rank on every rank: the one
  * that failed first, never one that ended because of it), runs the tp_fate_register callbacks and exits with
- * TP_EXIT_PEER_FAILED. With TP_ERRORS=return (agreed by every rank) the call returns the status instead, once the
+ * TP_EXIT_PEER_FAILED (TP_EXIT_FAILED when that failure is this rank's own). With TP_ERRORS=return (agreed by every rank) the call returns the status instead, once the
  * cause is known: tp_last_error() names the rank that failed first, the callbacks have run, every later call on any
  * comm returns the same status and tp_finalize returns it at once. An engine that then exits should exit with
  * TP_EXIT_PEER_FAILED so its launcher sees it as a consequence, not a cause. TP_STOPPED returns in both modes.

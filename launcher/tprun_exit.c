@@ -69,6 +69,8 @@ void tprun_loop_rank_cause(const tprun_loop_t *L, int r, char *buf, size_t len)
         snprintf(buf, len, "%s: execve %s: %s", cause, L->plan->program_path, strerror(rank->exec_errno));
     else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_PEER_FAILED)
         snprintf(buf, len, "%s (TP_EXIT_PEER_FAILED: libtp ended it because a peer failed)", cause);
+    else if (WIFEXITED(st) && WEXITSTATUS(st) == TP_EXIT_FAILED)
+        snprintf(buf, len, "%s (TP_EXIT_FAILED: libtp ended it on its own failure)", cause);
     else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && rank->ended_by == SIGKILL)
         snprintf(buf, len, "%s, sent by tprun %s", cause,
                  L->signals_seen > 1 ? "at the second signal" : "after the grace period");

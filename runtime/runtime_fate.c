@@ -219,7 +219,9 @@ static tp_status_t await_verdict(tp_status_t s, const char *fn, int own)
         if (!have) {
             char reason[600];
             snprintf(reason, sizeof(reason), "%s failed (%s) and no peer's failure explains it", fn, tp_last_error());
-            tp_failure_t own_failure = {.rank = -1, .host = "", .pid = 0, .reason = reason};
+            const tp_peer_record_t *me = &tp_fate.world->peers[tp_fate.world->rank];
+            tp_failure_t own_failure = {
+                .rank = tp_fate.world->rank, .host = me->host, .pid = me->pid, .reason = reason};
             tp_fate_die(&own_failure);
         }
         for (;;) pause(); /* the fate thread is ending this process */

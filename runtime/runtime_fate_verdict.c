@@ -34,11 +34,15 @@ static void run_callbacks(const tp_failure_t *f)
 void tp_fate_die(const tp_failure_t *f)
 {
     if (atomic_exchange(&tp_fate.dying, 1)) return;
-    int n = tp_fate.num_callbacks;
-    tp_log(TP_LOG_ERROR, "fate",
-           "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting "
-           "with status %d",
-           f->rank, f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s", TP_EXIT_PEER_FAILED);
+    int n = tp_fate.num_callbacks, own = f->rank == tp_fate.world->rank;
+    int status = own ? TP_EXIT_FAILED : TP_EXIT_PEER_FAILED; /* a launcher names the cause, not its consequences */
+    if (own)
+        tp_log(TP_LOG_ERROR, "fate", "this rank failed: %s; %s%d fate callback%s, then exiting with status %d",
+               f->reason, n ? "running " : "", n, n == 1 ? "" : "s", status);
+    else
+        tp_log(TP_LOG_ERROR, "fate",
+               "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting with status %d", f->rank,
+               f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s", status);
     tp_fate.stage.logged = tp_now_ns();
     run_callbacks(f);
     flush_stream(stdout);
@@ -50,7 +54,7 @@ void tp_fate_die(const tp_failure_t *f)
            (long long)tp_fate.stage.woke, tp_fate.stage.via ? tp_fate.stage.via : "-", (long long)tp_fate.stage.decided,
            (long long)tp_fate.stage.sent_first, (long long)tp_fate.stage.sent_last, (long long)tp_fate.stage.quiesced,
            (long long)tp_fate.stage.logged, (long long)tp_fate.stage.called, (long long)tp_now_ns());
-    _exit(TP_EXIT_PEER_FAILED);
+    _exit(status);
 }
 
 /*

@@ -30,14 +30,16 @@ for lay in "4 r/2" "4 r%2" "8 r/2"; do
         else fail "$mode at $1 ranks, hierarchical, host h\$(($2)): $got of $1 ranks reported the desync"; echo "$out" | tail -12; fi
     done
 done
-for n in 2 4; do # fatal, the default: no call returns; every rank exits 70 naming the one desync rank 0 took
+for n in 2 4; do # fatal, the default: no call returns; the rank whose desync rank 0 took exits 71, the others 70
     out=$(timeout 30 "$TPRUN" -n $n $PROG desync-coll 2>&1)
     st=$?
     got=$(echo "$out" | grep -c "fate: error: peer rank [0-9]* (.*) failed: ranks called different collectives: desync with rank .*exiting with status 70")
-    causes=$(echo "$out" | sed -n 's/.*fate: error: \(peer rank [0-9]*\) .*/\1/p' | sort -u | wc -l)
-    if [ "$st" = 70 ] && [ "$got" = "$n" ] && [ "$causes" = 1 ] && ! echo "$out" | grep -q "^rank [0-9]*: desync-coll:"; then
-        echo "ok: desync-coll at $n ranks, fatal: every rank exits 70 naming the same desync, no call returns"
-    else fail "desync-coll at $n ranks, fatal: status $st, $got fate lines, $causes causes"; echo "$out" | tail -12; fi
+    causes=$(echo "$out" | sed -n 's/.*fate: error: peer rank \([0-9]*\) .*/\1/p' | sort -u)
+    own=$(echo "$out" | sed -n 's/^tp rank \([0-9]*\) .*fate: error: this rank failed: ranks called different collectives: desync with rank .*exiting with status 71$/\1/p')
+    if [ "$st" = 71 ] && [ "$got" = $((n - 1)) ] && [ "$causes" = "$own" ] && echo "$out" | grep -q "^tprun: rank $own .*status 71" &&
+        ! echo "$out" | grep -q "^rank [0-9]*: desync-coll:"; then
+        echo "ok: desync-coll at $n ranks, fatal: rank $own exits 71, every other 70 naming it, tprun too, no call returns"
+    else fail "desync-coll at $n ranks, fatal: status $st, $got fate lines, causes '$causes', own '$own'"; echo "$out" | tail -12; fi
 done
 for tr in shm tcp; do # a peer killed mid-call and forged frames, over each transport
     out=$(TP_TRANSPORTS=$tr TP_HEARTBEAT_TIMEOUT=10 timeout 30 "$TPRUN" -n 3 $PROG kill 2>&1)

@@ -1,8 +1,9 @@
 #!/bin/bash
 # A tp_init that fails after its fate started (TP_TEST_INIT_FAIL names the rank), at 2 and 4 ranks, the failing
 # rank 0 or another, connections on demand or eager, under tprun. The job hears of it as of a failed call. Fatal:
-# every rank exits 70 naming the rank and tp_init, within one heartbeat timeout (a failed call waits two for a
-# peer's report first), tprun's status is 70 and nothing is left running. Return: the rank's tp_init returns the
+# every other rank exits 70 naming the rank and tp_init, the rank itself 71 (its own failure), within one heartbeat
+# timeout (a failed call waits two for a peer's report first), tprun's status is 71 naming the rank, and nothing is
+# left running. Return: the rank's tp_init returns the
 # failure and leaves no fate thread and no fd it opened (a second tp_init is refused: tests/fate_engine init checks
 # it and exits 5 otherwise); every other rank's tp_init (eager) or first call returns it naming the rank (these
 # run without a launcher, whose teardown at the first failure would end them before their checks).
@@ -26,7 +27,12 @@ check_rank() {
     local r=$1 st=$2 mode=$3 v=$4 vpid=$5 nl=$'\n'
     local tag="(^|$nl)\\[$1\\] "
     local who="peer rank $v \(host [^,]*, pid $vpid\) failed: tp_init failed \(rank $v fails its tp_init after"
-    if [ "$mode" = fatal ]; then
+    if [ "$mode" = fatal ] && [ "$r" = "$v" ]; then
+        [ "$st" = 71 ] || bad "rank $r: status $st, not 71 (its own failure)"
+        [[ $ERR =~ ${tag}tp\ rank\ $r\ \([^\)]*\)\ fate:\ error:\ this\ rank\ failed:\ tp_init\ failed\ \(rank\ $v\ fails ]] ||
+            bad "rank $r: no fate line naming its own tp_init"
+        return
+    elif [ "$mode" = fatal ]; then
         [ "$st" = 70 ] || bad "rank $r: status $st, not 70"
         [[ $ERR =~ ${tag}tp\ rank\ $r\ \([^\)]*\)\ fate:\ error:\ $who ]] || bad "rank $r: no fate line naming rank $v's tp_init"
         return
@@ -55,9 +61,11 @@ tprun_job() {
     local tp=$!
     STARTED_PIDS+=($tp)
     wait_status $tp
-    [ "$ST" = 70 ] || bad "tprun's status is $ST, not 70"
+    [ "$ST" = 71 ] || bad "tprun's status is $ST, not 71"
     slurp "$DIR/err"
     ERR=$TEXT
+    [[ $ERR =~ (^|$'\n')tprun:\ rank\ $v\ [^$'\n']*exited\ with\ status\ 71\ \(TP_EXIT_FAILED ]] ||
+        bad "tprun's line does not name rank $v as the cause"
     slurp "$DIR/sum.json"
     json=$TEXT
     for ((r = 0; r < n; r++)); do

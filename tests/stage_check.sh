@@ -37,11 +37,16 @@ else fail "reinit"; echo "$out" | tail; fi
 # a copy that never lands: the call fails, the slab is not freed (the copy may still land), the rank exits
 TP_STAGE_TIMEOUT=0.3 run 0 1 $PROG hang-keep && echo "$out" | grep -q "its slab and stream are left allocated" \
     || fail "hang-keep: the stuck slab was not kept"
-# two ranks: the failing rank's peers would wait for it forever, so fate ends the job naming it
+# two ranks: the failing rank's peers would wait for it forever, so fate ends the job naming it; the failing rank
+# exits 71 (its own failure), its peer 70, and tprun names the failing rank
 for mode in fail hang; do
-    TP_STAGE_TIMEOUT=0.3 run 70 2 $PROG $mode || continue
-    echo "$out" | grep -Eq "fate: error: peer rank [01] .*failed: tp_all_reduce: .*(copy in of part 1 of 1 failed on device faulty|copy in on device faulty did not finish within TP_STAGE_TIMEOUT)" \
-        && echo "ok: $mode at 2 ranks: fate names the failed copy" || { fail "$mode at 2 ranks: cause not named"; echo "$out" | tail; }
+    TP_STAGE_TIMEOUT=0.3 run 71 2 $PROG $mode || continue
+    why="tp_all_reduce: .*(copy in of part 1 of 1 failed on device faulty|copy in on device faulty did not finish within TP_STAGE_TIMEOUT)"
+    v=$(echo "$out" | sed -n 's/^tp rank \([01]\) .*fate: error: this rank failed: .*/\1/p')
+    echo "$out" | grep -Eq "^tp rank [01] .*fate: error: this rank failed: $why.*status 71$" &&
+        echo "$out" | grep -Eq "^tp rank $((1 - ${v:-0})) .*fate: error: peer rank $v .*failed: $why.*status 70$" &&
+        echo "$out" | grep -q "^tprun: rank $v .*exited with status 71 (TP_EXIT_FAILED" \
+        && echo "ok: $mode at 2 ranks: fate names the failed copy, tprun rank $v" || { fail "$mode at 2 ranks: cause not named"; echo "$out" | tail; }
 done
 run 137 2 --grace 20 $PROG abort && { echo "$out" | grep -q "^rank 1: fate: rank 0 failed; the waiting stream drained" \
     && echo "ok: abort: the stream waiting on a done word drained" || { fail "abort: no drain"; echo "$out" | tail; }; }

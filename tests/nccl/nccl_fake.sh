@@ -92,8 +92,9 @@ out=$(FAKE_NCCL_INIT_HANG=1 TP_BOOT_TIMEOUT=1 timeout 60 "$TPRUN" -n 2 $RANK one
 [ "$(echo "$out" | grep -c "failed: tp_all_reduce failed (tp_all_reduce: NCCL's communicator init (2 ranks) did not finish within 1 s (TP_BOOT_TIMEOUT))")" -eq 2 ] &&
     pass "a hung init ends at TP_BOOT_TIMEOUT, by name, fatal to the job" || { fail "init hang"; echo "$out"; }
 out=$(FAKE_NCCL_FAIL_RANK=1 FAKE_NCCL_FAIL_AFTER=5 timeout 60 "$TPRUN" -n 2 $RANK one 50 2>&1)
-echo "$out" | grep -q 'tp_all_reduce failed (tp_all_reduce: NCCL: fake remote error (injected))' && echo "$out" | grep -q 'exit status 70' &&
-    pass "an async error ends the job, by name" || { fail "async error"; echo "$out"; }
+echo "$out" | grep -q 'tp_all_reduce failed (tp_all_reduce: NCCL: fake remote error (injected))' &&
+    echo "$out" | grep -q '^tprun: rank 1 .* exited with status 71 (TP_EXIT_FAILED' && echo "$out" | grep -q 'exit status 71' &&
+    pass "an async error ends the job, by name, tprun naming rank 1 (71)" || { fail "async error"; echo "$out"; }
 out=$(TP_ERRORS=return FAKE_NCCL_FAIL_RANK=0 FAKE_NCCL_FAIL_AFTER=5 timeout 60 "$TPRUN" -n 1 $RANK one 50 2>&1)
 echo "$out" | grep -q 'one: a peer failed (tp_all_reduce: NCCL: fake remote error (injected))' &&
     pass "TP_ERRORS=return: the call returns the async error" || { fail "async error, return"; echo "$out"; }
