@@ -5,6 +5,7 @@ tests_coll_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host
 tests_coll_unit_LDADD = libtp_internal.la -lm
 tests_coll_unit_LDFLAGS = -no-install
 tests_device_unit_SOURCES = tests/device_unit.c
+tests_device_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host
 tests_device_unit_LDADD = libtp_internal.la -lm
 tests_device_unit_LDFLAGS = -no-install
 tests_stream_unit_SOURCES = tests/stream_unit.c

@@ -11,6 +11,7 @@
 #include "runtime_devices.h"
 #include "runtime_dtype.h"
 
+#include "host_reduce.h"
 #include "reduce_ref.h"
 #include "unit_check.h"
 
@@ -350,7 +351,14 @@ int main(void)
     test_host_ops();
     test_host_order();
     test_host_copy();
+    /* the reductions with the instruction set this CPU gives them, then with the baseline's: the same bits */
+    const char *isa = tp_host_reduce_isa();
     test_host_reduce();
+    tp_host_reduce_baseline(1);
+    CHECK(strcmp(tp_host_reduce_isa(), "baseline") == 0, "the baseline reductions can be forced");
+    test_host_reduce();
+    tp_host_reduce_baseline(0);
+    printf("device_unit: host reductions checked with %s%s\n", isa, strcmp(isa, "baseline") ? " and baseline" : "");
     test_device_choice();
     test_provider_choice();
     test_engine_uses_device();

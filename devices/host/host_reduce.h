@@ -18,5 +18,9 @@ uint16_t tp_f32_to_f16(float f);
  * dst may be any one of the sources (each element reads every source before it is written).
  */
 void tp_reduce_n(tp_dtype_t dtype, tp_op_t op, void *dst, const void *const *srcs, int n, size_t count);
+/* The instruction set tp_reduce_n uses here: "avx2" where the CPU has it, else "baseline"; for tests,
+ * tp_host_reduce_baseline(1) makes it use the baseline's (the same bits, as the tests check). */
+const char *tp_host_reduce_isa(void);
+void tp_host_reduce_baseline(int on);
 
 #endif
