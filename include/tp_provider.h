@@ -226,6 +226,10 @@ typedef struct tp_xfer {
      * the same offset of mirror (len bytes, not overlapping buf) by the time the send completes, while the bytes are
      * in cache (the engine's own copy of a block it sends). NULL: none. */
     void *mirror;
+    /* Send: its bytes are worked on as they move (the caller raises ready as it makes them, or the peer lends its
+     * receive and reduces them as they arrive), so a transport keeps this rank copying beside that work rather than
+     * leaving the peer to fetch everything at the end (shm: the ring, never CMA). */
+    int streamed;
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */

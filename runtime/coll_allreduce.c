@@ -151,10 +151,12 @@ static tp_status_t scatter_reduce_pair(coll_call_t *c, const uint8_t *const *pie
     tp_status_t s = coll_post(c, rx);
     if (s == TP_OK && gather)
         s = coll_post(c, coll_xfer(c, p, 0, 1, dst_all + slice_first(sl, p) * es, theirs * es, 0, pbytes));
-    if (s == TP_OK) s = coll_post(c, coll_xfer(c, p, 1, 0, (void *)pieces[p], theirs * es, 0, pbytes));
+    tp_xfer_t *tx = coll_xfer(c, p, 1, 0, (void *)pieces[p], theirs * es, 0, pbytes);
+    if (tx != NULL) tx->streamed = 1; /* the peer reduces it as it comes */
+    if (s == TP_OK) s = coll_post(c, tx);
     if (s == TP_OK && gather) {
         pr.gx = coll_xfer(c, p, 1, 1, dst, mine * es, 0, pbytes);
-        if (pr.gx != NULL) pr.gx->ready = 0; /* raised as spans are reduced */
+        if (pr.gx != NULL) pr.gx->ready = 0, pr.gx->streamed = 1; /* raised as spans are reduced */
         s = coll_post(c, pr.gx);
     }
     return s == TP_OK ? coll_wait_all(c) : s;

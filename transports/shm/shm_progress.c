@@ -193,7 +193,7 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
         p->stalled = s == TP_OK;
         return s;
     }
-    int cma = !inl && p->cma_min > 0 && fl >= p->cma_min && fr == fl &&
+    int cma = !inl && !x->streamed && p->cma_min > 0 && fl >= p->cma_min && fr == fl &&
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
     if (!inl && !cma && (s = ring_start(p, rank, *head, fl, &start)) != TP_OK) return s;
     if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
