@@ -144,17 +144,21 @@ void nccl_comm_destroy(void *state)
     free(st);
 }
 
-/* Waits while c is in progress, up to the comm's bound; its state, or NCCL_IN_PROGRESS when the bound passed. */
+/*
+ * Waits while c is in progress, up to the comm's bound; its state, or NCCL_IN_PROGRESS when the bound passed. Once
+ * fate aborted the communicators (g.aborted is set before any is touched) c is never used again: the abort may have
+ * freed it, or cleared the comm's pointer that the caller read after its call returned (c NULL).
+ */
 static nccl_result_t settle(const nccl_state_t *st, nccl_comm_t c)
 {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
+        if (c == NULL || atomic_load(&g.aborted)) return NCCL_REMOTE_ERROR;
         nccl_result_t state = NCCL_INTERNAL_ERROR;
         nccl_result_t r = st->lib->comm_get_async_error(c, &state);
         if (r != NCCL_OK) return r;
         if (state != NCCL_IN_PROGRESS) return state;
-        if (atomic_load(&g.aborted)) return NCCL_REMOTE_ERROR;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 > st->timeout_s)
             return NCCL_IN_PROGRESS;
