@@ -95,8 +95,11 @@ uint16_t tp_f32_to_f16(float f) { return f16_store(f); }
 /* Block b of a buffer: user buffers may be misaligned, so elements are copied out, never loaded through a cast. */
 #define BLOCK_AT(ptr, b, size) ((const char *)(ptr) + (b) * (size))
 
-/* f32 and f64: the fold in the type itself. */
-#define REDUCE_FLOAT(name, T)                                                                                      \
+/* Max and min of integers, compared signed. */
+#define FOLD_INT(acc, x, op) ((acc) = (op) == TP_MAX ? ((x) > (acc) ? (x) : (acc)) : ((x) < (acc) ? (x) : (acc)))
+
+/* f32, f64 and the integers: the fold in the type itself; sums through UT (integers: unsigned, so they wrap). */
+#define REDUCE_SAME(name, T, UT, fold)                                                                             \
     static void name(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)                          \
     {                                                                                                              \
         T acc[BLOCK], x[BLOCK];                                                                                    \
@@ -106,9 +109,9 @@ uint16_t tp_f32_to_f16(float f) { return f16_store(f); }
             for (int s = 1; s < n; s++) {                                                                          \
                 memcpy(x, BLOCK_AT(srcs[s], b, sizeof(T)), m * sizeof(T));                                         \
                 if (op == TP_SUM) {                                                                                \
-                    ADD_BLOCK(acc, x, m, T, T);                                                                    \
+                    ADD_BLOCK(acc, x, m, T, UT);                                                                   \
                 } else {                                                                                           \
-                    for (size_t i = 0; i < m; i++) FOLD_FLOAT(acc[i], x[i], op);                                   \
+                    for (size_t i = 0; i < m; i++) fold(acc[i], x[i], op);                                         \
                 }                                                                                                  \
             }                                                                                                      \
             memcpy((char *)dst + b * sizeof(T), acc, m * sizeof(T));                                               \
@@ -139,39 +142,17 @@ uint16_t tp_f32_to_f16(float f) { return f16_store(f); }
         }                                                                                                          \
     }
 
-/* Integers: sums wrap (computed unsigned), max and min compare signed. */
-#define REDUCE_INT(name, T, UT)                                                                                    \
-    static void name(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)                          \
-    {                                                                                                              \
-        T acc[BLOCK], x[BLOCK];                                                                                    \
-        for (size_t b = 0; b < count; b += BLOCK) {                                                                \
-            size_t m = count - b < BLOCK ? count - b : BLOCK;                                                      \
-            memcpy(acc, BLOCK_AT(srcs[0], b, sizeof(T)), m * sizeof(T));                                           \
-            for (int s = 1; s < n; s++) {                                                                          \
-                memcpy(x, BLOCK_AT(srcs[s], b, sizeof(T)), m * sizeof(T));                                         \
-                if (op == TP_SUM) {                                                                                \
-                    ADD_BLOCK(acc, x, m, T, UT);                                                                   \
-                    continue;                                                                                      \
-                }                                                                                                  \
-                for (size_t i = 0; i < m; i++) {                                                                   \
-                    if (op == TP_MAX) acc[i] = x[i] > acc[i] ? x[i] : acc[i];                                      \
-                    else acc[i] = x[i] < acc[i] ? x[i] : acc[i];                                                   \
-                }                                                                                                  \
-            }                                                                                                      \
-            memcpy((char *)dst + b * sizeof(T), acc, m * sizeof(T));                                               \
-        }                                                                                                          \
-    }
 typedef void (*reduce_fn)(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count);
 
 /* Every type's reduction compiled for one instruction set, as the table reducers_ISA (by tp_dtype_t; TP_BYTES: none).
  * Both sets do the same IEEE operations per element (no fused multiply-add), so the same bits. */
 #define REDUCERS(isa)                                                                                              \
-    REDUCE_FLOAT(reduce_f32_##isa, float)                                                                          \
-    REDUCE_FLOAT(reduce_f64_##isa, double)                                                                         \
+    REDUCE_SAME(reduce_f32_##isa, float, float, FOLD_FLOAT)                                                        \
+    REDUCE_SAME(reduce_f64_##isa, double, double, FOLD_FLOAT)                                                      \
     REDUCE_HALF(reduce_bf16_##isa, bf16_load, bf16_store)                                                          \
     REDUCE_HALF(reduce_f16_##isa, f16_load, f16_store)                                                             \
-    REDUCE_INT(reduce_i32_##isa, int32_t, uint32_t)                                                                \
-    REDUCE_INT(reduce_i64_##isa, int64_t, uint64_t)                                                                \
+    REDUCE_SAME(reduce_i32_##isa, int32_t, uint32_t, FOLD_INT)                                                     \
+    REDUCE_SAME(reduce_i64_##isa, int64_t, uint64_t, FOLD_INT)                                                     \
     static const reduce_fn reducers_##isa[TP_I64 + 1] = {                                                           \
         [TP_F32] = reduce_f32_##isa, [TP_F64] = reduce_f64_##isa, [TP_BF16] = reduce_bf16_##isa,                   \
         [TP_F16] = reduce_f16_##isa, [TP_I32] = reduce_i32_##isa,  [TP_I64] = reduce_i64_##isa};
