@@ -36,13 +36,10 @@ void tp_fate_die(const tp_failure_t *f)
     if (atomic_exchange(&tp_fate.dying, 1)) return;
     int n = tp_fate.num_callbacks, own = f->rank == tp_fate.world->rank;
     int status = own ? TP_EXIT_FAILED : TP_EXIT_PEER_FAILED; /* a launcher names the cause, not its consequences */
-    if (own)
-        tp_log(TP_LOG_ERROR, "fate", "this rank failed: %s; %s%d fate callback%s, then exiting with status %d",
-               f->reason, n ? "running " : "", n, n == 1 ? "" : "s", status);
-    else
-        tp_log(TP_LOG_ERROR, "fate",
-               "peer rank %d (host %s, pid %d) failed: %s; %s%d fate callback%s, then exiting with status %d", f->rank,
-               f->host, (int)f->pid, f->reason, n ? "running " : "", n, n == 1 ? "" : "s", status);
+    char who[TP_HOST_MAX + 64] = "this rank";
+    if (!own) snprintf(who, sizeof(who), "peer rank %d (host %s, pid %d)", f->rank, f->host, (int)f->pid);
+    tp_log(TP_LOG_ERROR, "fate", "%s failed: %s; %s%d fate callback%s, then exiting with status %d", who, f->reason,
+           n ? "running " : "", n, n == 1 ? "" : "s", status);
     tp_fate.stage.logged = tp_now_ns();
     run_callbacks(f);
     flush_stream(stdout);
