@@ -104,6 +104,18 @@ TP_API void tp_refusals_report(tp_refusals_t *r);
 TP_API void tp_sockaddr_string(int fd, int peer_side, char *out, size_t len);
 TP_API int64_t tp_now_ns(void);
 
+/* ---- Memory from tp_mem_alloc: a transport may let a same-host peer read it in place ---- */
+
+typedef struct tp_mem_ref {
+    int fd;        /* this process's memfd of the allocation (sealed: it cannot shrink) */
+    uint64_t ino;  /* its inode: fd numbers are reused, the inodes of live memfds are not */
+    size_t bytes;  /* the whole allocation */
+    size_t offset; /* where the bytes asked about begin in it */
+} tp_mem_ref_t;
+
+/* 1, with *ref, when all n bytes from p lie in one live tp_mem_alloc allocation; else 0. */
+TP_API int tp_mem_find(const void *p, size_t n, tp_mem_ref_t *ref);
+
 /* ---- Fate: a transport that finds a peer dead reports it; the fate thread ends the job ---- */
 
 /*
@@ -143,7 +155,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 5
+#define TP_TRANSPORT_ABI 6
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -233,6 +245,7 @@ typedef struct tp_xfer {
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */
+    int growing; /* a send posted before all its bytes existed (ready < len): they are written during the call */
     struct tp_xfer *next;
     size_t frame_off; /* bytes of the current frame moved, header included */
     uint8_t wire[TP_FRAME_HEADER_BYTES];

@@ -158,6 +158,7 @@ void tp_xfer_enqueue(tp_xfer_t *x, uint64_t max_part, tp_xfer_t **head, tp_xfer_
     x->done = 0;
     x->complete = 0;
     x->frame_off = 0;
+    x->growing = x->is_send && x->ready < x->len;
     x->next = NULL;
     if (x->part_bytes == 0 || x->part_bytes > max_part) x->part_bytes = max_part;
     if (*tail != NULL) (*tail)->next = x;

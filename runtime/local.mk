@@ -10,6 +10,7 @@ libtp_la_SOURCES = \
 	runtime/runtime_dl.c runtime/runtime_dl.h \
 	runtime/runtime_log.c runtime/runtime_log.h \
 	runtime/runtime_status.c \
+	runtime/runtime_mem.c \
 	runtime/runtime_proc.c runtime/runtime_proc.h
 # Topology readers (sysfs under TP_SYSFS_ROOT), shared with tprun: the core table checks TP_HCA with their grammar.
 TP_CONFIG_TABLES += runtime/topo_sysfs.c runtime/topo_sysfs.h runtime/topo_hca.c runtime/topo_hca.h

@@ -1,7 +1,8 @@
 /*
  * coll_check: every collective x type x size against a reference computed here the documented way, bit for bit.
  * --big adds slices of several parts; --conformance adds send/recv patterns, sizes of a few MiB and every collective
- * again on sub-communicators (tests/conformance.sh); --transports lists the registered transports and exits.
+ * again on sub-communicators (tests/conformance.sh); --transports lists the registered transports and exits. A
+ * second option --mem tp takes every buffer from tp_mem_alloc (a new allocation per call, so shm's peers map many).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -165,11 +166,24 @@ static void check(const char *what, tp_dtype_t t, size_t count, tp_status_t s, c
     }
 }
 
+static int tp_mem; /* --mem tp: every call's buffers from tp_mem_alloc (shm's peers read them where they lie) */
+
 /* A buffer at an odd address when asked (unaligned calls must work). */
 static void *odd_alloc(size_t bytes, int odd, void **base)
 {
-    *base = malloc(bytes + 16);
+    if (!tp_mem) *base = malloc(bytes + 16);
+    else if (tp_mem_alloc(bytes + 16, base) != TP_OK) *base = NULL;
+    if (*base == NULL) {
+        printf("rank %d: no memory for %zu bytes\n", me, bytes + 16);
+        exit(1);
+    }
     return (uint8_t *)*base + (odd ? 1 : 0);
+}
+
+static void odd_free(void *base)
+{
+    if (tp_mem) tp_mem_free(base);
+    else free(base);
 }
 
 
@@ -207,9 +221,9 @@ static void check_reductions(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
             failures++;
         }
     }
-    free(b1);
-    free(b2);
-    free(b3);
+    odd_free(b1);
+    odd_free(b2);
+    odd_free(b3);
 }
 
 /* Data movement: the expected bytes are every rank's generated input, placed as each call documents. */
@@ -268,9 +282,9 @@ static void check_movement(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
         check("recv", t, count, s2, recv, want, bytes);
     }
     check("barrier", t, count, tp_barrier(w), NULL, NULL, 0);
-    free(b1);
-    free(b2);
-    free(b3);
+    odd_free(b1);
+    odd_free(b2);
+    odd_free(b3);
 }
 
 /*
@@ -326,8 +340,8 @@ static void check_p2p(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
             }
         }
     }
-    free(b1);
-    free(b2);
+    odd_free(b1);
+    odd_free(b2);
     free(want);
 }
 
@@ -414,6 +428,7 @@ int main(int argc, char **argv)
     part = pb ? strtoull(pb, NULL, 10) : 4194304;
     int big = argc > 1 && strcmp(argv[1], "--big") == 0;
     int conformance = argc > 1 && strcmp(argv[1], "--conformance") == 0;
+    tp_mem = argc > 3 && strcmp(argv[2], "--mem") == 0 && strcmp(argv[3], "tp") == 0;
     run_all(w, big, conformance, 0);
     if (conformance) {
         run_mib(w);

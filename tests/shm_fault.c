@@ -1,17 +1,20 @@
 /*
  * shm_fault: a peer that writes garbage into the shared-memory transport's segments, and a job whose every rank is
- * SIGKILLed. head|cma|start|cell|seq|tail|cells|fuzz: rank 1 writes an impossible written position (while rank 0
- * reads a ring payload), a frame whose payload is to be read from address 8 of rank 1 (CMA) or from a ring position
- * that is neither where the last frame ended nor the ring's next start, a forged header in a cell, an
- * impossible cell sequence word, an impossible consumed position or
- * cell count (while rank 0 fills the ring or the cells), or random bytes over all of rank 0's segment; rank 0's
- * next call must fail with TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
+ * SIGKILLed. head|cma|start|mapfd|mapoff|cell|seq|tail|cells|fuzz: rank 1 writes an impossible written position
+ * (while rank 0 reads a ring payload), a frame whose payload is to be read from address 8 of rank 1 (CMA), from a
+ * ring position that is neither where the last frame ended nor the ring's next start, from a file of its (its own
+ * executable) as if it were tp_mem_alloc memory, or from past the end of a real allocation of its, a forged header
+ * in a cell, an impossible cell sequence word, an impossible consumed position or cell count (while rank 0 fills the
+ * ring or the cells), or random bytes over all of rank 0's segment; rank 0's next call must fail with
+ * TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
  * /dev/shm, rank 0 prints every rank's pid, and all loop in all_reduce until the script SIGKILLs them.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <tp.h>
@@ -91,6 +94,20 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
             if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
             uint64_t via[2] = {SHM_VIA_CMA, 8};
             memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
+        } else if (strncmp(mode, "map", 3) == 0) { /* a payload in the ring, then its cell says: read it mapped */
+            void *mem = NULL;
+            struct stat exe;
+            /* mapfd: its own executable, a file of the right inode and size but no sealed memfd (it could shrink) */
+            tp_mem_ref_t ref = {.fd = open("/proc/self/exe", O_RDONLY)};
+            if (ref.fd < 0 || fstat(ref.fd, &exe) != 0) return 1;
+            ref.ino = (uint64_t)exe.st_ino;
+            if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
+            if (strcmp(mode, "mapoff") == 0 &&
+                (tp_mem_alloc(65536, &mem) != TP_OK || !tp_mem_find(mem, 65536, &ref)))
+                return 1;
+            /* mapoff: 16 KiB from 60 KiB on, in 64 KiB (kept: the peer's check must refuse it, not a gone mapping) */
+            uint64_t via[2] = {SHM_VIA_MAP | (uint64_t)ref.fd << 8 | (uint64_t)(uint32_t)ref.ino << 32, 61440};
+            memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
         } else if (strcmp(mode, "start") == 0) { /* a payload in the ring, then its cell says: it starts elsewhere */
             if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
             uint64_t via[2] = {SHM_VIA_RING, atomic_load(&c->head) - 3};
@@ -113,14 +130,16 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
         static float one[1];
         /* rank 0 goes on only after this: straight (tail, cells) or through rank 2 (head: rank 0 then reads from 1) */
         if (strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0) tp_send(w, one, 1, TP_F32, 0, NULL);
-        if (strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0)
+        if (strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0 ||
+            strncmp(mode, "map", 3) == 0)
             tp_send(w, one, 1, TP_F32, 2, NULL);
         /* waits for the verdict (a call or a finalize now would end rank 0's call before it reads the garbage) */
         char v;
         return read(verdict_pipe[0], &v, 1) != 1;
     }
     static float x[1 << 19]; /* 2 MiB: more than a ring */
-    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0,
+    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0 ||
+                strncmp(mode, "map", 3) == 0,
         fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
     if (me == 2 && relay && (tp_recv(w, x, 1, TP_F32, 1, NULL) != TP_OK || tp_send(w, x, 1, TP_F32, 0, NULL) != TP_OK))
         return 1;

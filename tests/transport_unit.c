@@ -1,7 +1,11 @@
-/* transport_unit: reach priority picking, the per-pair data's encoding, and what tp_transport_register refuses. */
+/* transport_unit: reach priority picking, the per-pair data's encoding, what tp_transport_register refuses, and
+ * tp_mem_alloc's memory as a transport finds it. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime_pairs.h"
 #include "runtime_record.h"
@@ -164,8 +168,39 @@ static void test_select(const char *spec, int no_tcp, const char *const *want, t
     free(w);
 }
 
+/* tp_mem_alloc: what it refuses, and what tp_mem_find tells a transport (only whole spans of live allocations) */
+static void test_mem(void)
+{
+    void *a = NULL, *b = NULL, *none = (void *)1;
+    tp_mem_ref_t ref = {0};
+    CHECK(tp_mem_alloc(0, &none) == TP_ERR_INVALID && none == NULL, "0 bytes refused, *ptr NULL");
+    CHECK(tp_mem_alloc(SIZE_MAX - 5, &none) == TP_ERR_INVALID, "a size that cannot be rounded to pages refused");
+    CHECK(tp_mem_alloc(100, NULL) == TP_ERR_INVALID, "no place for the address refused");
+    CHECK(tp_mem_alloc(10000, &a) == TP_OK && a != NULL && ((uintptr_t)a & 4095) == 0, "10000 bytes, page-aligned");
+    CHECK(tp_mem_alloc(4096, &b) == TP_OK && b != NULL, "a second allocation");
+    uint8_t *pa = a, stack[64];
+    CHECK(pa[0] == 0 && pa[9999] == 0, "zeroed");
+    memset(pa, 7, 10000);
+    CHECK(tp_mem_find(pa + 100, 9000, &ref) == 1 && ref.offset == 100 && ref.bytes == 12288, "a span inside");
+    struct stat st;
+    int seals = fcntl(ref.fd, F_GET_SEALS);
+    CHECK(fstat(ref.fd, &st) == 0 && (uint64_t)st.st_ino == ref.ino && st.st_size == 12288, "its memfd and inode");
+    CHECK(seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_SEAL), "sealed against shrinking");
+    CHECK(ftruncate(ref.fd, 0) != 0, "so it cannot be cut short under a reader");
+    CHECK(tp_mem_find(pa + 100, 12288, &ref) == 0, "a span running past its end is not found");
+    CHECK(tp_mem_find(stack, sizeof(stack), &ref) == 0, "other memory is not found");
+    CHECK(tp_mem_find(b, 4096, &ref) == 1 && ref.offset == 0 && ref.bytes == 4096, "the second, whole");
+    CHECK(tp_mem_free(pa + 8) == TP_ERR_INVALID, "an address inside refused");
+    CHECK(tp_mem_free(stack) == TP_ERR_INVALID, "an address it did not return refused");
+    CHECK(tp_mem_free(a) == TP_OK && tp_mem_find(a, 1, &ref) == 0, "freed: not found again");
+    CHECK(tp_mem_free(a) == TP_ERR_INVALID, "freed twice refused");
+    CHECK(tp_mem_free(NULL) == TP_OK, "NULL: nothing to do");
+    CHECK(tp_mem_find(b, 1, &ref) == 1 && tp_mem_free(b) == TP_OK, "the other one still there, then freed");
+}
+
 int main(void)
 {
+    test_mem();
     test_pick();
     test_pairs();
     test_register();

@@ -10,10 +10,12 @@
 
 #include "tp_provider.h"
 
-#define SHM_MAGIC          0x74702d73686d3033ULL /* "tp-shm03": a segment of this layout and protocol */
+#define SHM_MAGIC          0x74702d73686d3034ULL /* "tp-shm04": a segment of this layout and protocol */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
 #define SHM_MIRROR_PIECE   16384                 /* a send mirrors each piece this long at once: still cached */
+#define SHM_MAP_BYTES      4096                  /* default TP_SHM_MAP_BYTES: mapped from here on (measured) */
+#define SHM_MAP_BYTES_TEXT "4K"
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
 #define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */
@@ -48,8 +50,10 @@ typedef struct shm_chan {
 } shm_chan_t;
 
 /* What follows the header in the cell of a frame whose payload is not inline: where the payload is. */
-#define SHM_VIA_RING 1 /* the byte ring, from the position beside it */
-#define SHM_VIA_CMA  2 /* the sender's buffer, at the address beside it, until the receiver consumes the cell */
+#define SHM_VIA_RING    1 /* the byte ring, from the position beside it */
+#define SHM_VIA_CMA     2 /* the sender's buffer, at the address beside it, until the receiver consumes the cell */
+#define SHM_VIA_MAP     3 /* the sender's tp_mem_alloc memory: its fd and inode above the kind, the offset beside it */
+#define SHM_VIA_KIND(w) ((w)&0xff)
 
 typedef struct shm_cell {
     _Alignas(SHM_LINE) _Atomic uint64_t seq; /* cell number + 1 when written; zero when never */
@@ -72,6 +76,17 @@ static inline size_t shm_ring_bytes(int n)
 #define SHM_CELLS_OFF(s, ring) (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
 #define SHM_RING_OFF(s, ring)  (SHM_CELLS_OFF(s, ring) + SHM_CELLS_BYTES)
 #define SHM_SEG_BYTES(n, ring) SHM_CHAN_OFF(n, ring)
+
+/* A peer's tp_mem_alloc allocation, mapped here read-only at its first mapped frame; the least recently used of
+ * SHM_MAPS goes when another comes. */
+#define SHM_MAPS 8
+typedef struct shm_map {
+    uint8_t *base; /* mapped PROT_READ */
+    size_t bytes;
+    int fd;       /* the peer's fd number */
+    uint32_t ino; /* its inode's low 32 bits */
+    uint64_t used;
+} shm_map_t;
 
 /* One peer: its segment (where this rank writes), and this rank's view of both directions. */
 typedef struct shm_peer {
@@ -96,7 +111,10 @@ typedef struct shm_peer {
     uint64_t in_cells_next;                  /* cells this rank consumed: the next frame's cell */
     int stalled;                             /* the send waits for the peer to free cells or ring bytes */
     uint64_t cma_min;                        /* frames of this many bytes go by CMA (the peer reads them); 0: never */
-    uint64_t cma_wait;       /* the cell after the descriptor of the frame the peer is reading; 0: none */
+    uint64_t map_min;   /* frames of this many bytes from tp_mem_alloc memory go mapped; 0: never */
+    uint64_t lent_wait; /* the cell after the descriptor of the frame the peer reads from here (CMA, mapped); 0: none */
+    shm_map_t maps[SHM_MAPS]; /* the peer's allocations this rank has mapped */
+    uint64_t map_clock;
     tp_status_t broken;      /* TP_OK, or why frames from the peer are not read again */
     tp_status_t send_broken; /* TP_OK, or why nothing more goes to the peer */
     tp_xfer_t *send_head, *send_tail;
@@ -134,6 +152,16 @@ tp_status_t shm_post(void *state, tp_xfer_t *x);
 tp_status_t shm_progress(void *state, int *moved);
 int shm_event_fds(void *state, struct pollfd *fds, int max);
 void shm_cancel(void *state);
+
+/* shm_map.c: 1, with the descriptor's two words, when the frame's payload (fl bytes from base) lies in memory from
+ * tp_mem_alloc and goes mapped; the receiver's read (TP_OK; else why, empty when a lent receive's deliver failed). */
+uint64_t shm_map_min(void); /* TP_SHM_MAP_BYTES: the least payload that goes mapped, or 0 */
+int shm_map_describe(const shm_peer_t *p, const tp_xfer_t *x, size_t base, size_t fl, uint64_t via[2]);
+tp_status_t shm_map_read(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, const uint64_t via[2], char *why,
+                         size_t why_len);
+void shm_map_close(shm_peer_t *p);
+/* Whether the peer's process has exited (its pidfd is readable). */
+int shm_peer_exited(const shm_peer_t *p);
 
 /* shm_cma.c */
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);

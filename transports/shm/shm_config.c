@@ -18,12 +18,22 @@ int shm_parse_bytes(const char *text, uint64_t *out)
     return 0;
 }
 
-static tp_status_t check_cma_bytes(const char *text, char *err, size_t err_len)
+static tp_status_t check_bytes(const char *name, const char *text, char *err, size_t err_len)
 {
     uint64_t v;
     if (shm_parse_bytes(text, &v) == 0) return TP_OK;
-    snprintf(err, err_len, "TP_SHM_CMA_BYTES: expected a byte count such as 0, 4096, 64K or 1M, got \"%.64s\"", text);
+    snprintf(err, err_len, "%s: expected a byte count such as 0, 4096, 64K or 1M, got \"%.64s\"", name, text);
     return TP_ERR_INVALID;
+}
+
+static tp_status_t check_cma_bytes(const char *text, char *err, size_t err_len)
+{
+    return check_bytes("TP_SHM_CMA_BYTES", text, err, err_len);
+}
+
+static tp_status_t check_map_bytes(const char *text, char *err, size_t err_len)
+{
+    return check_bytes("TP_SHM_MAP_BYTES", text, err, err_len);
 }
 
 const tp_config_entry_t tp_shm_config[] = {
@@ -31,5 +41,9 @@ const tp_config_entry_t tp_shm_config[] = {
      "shm: frames of at least this many bytes (above 1 KiB) are read straight from the sender's buffer with "
      "process_vm_readv, one copy instead of two through the ring, where the kernel allows it; 0 (default): never",
      check_cma_bytes},
+    {"TP_SHM_MAP_BYTES", "shm_map_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, SHM_MAP_BYTES_TEXT,
+     "shm: frames of at least this many bytes (above 1 KiB) whose bytes lie in memory from tp_mem_alloc are read by "
+     "the peer where they lie, through its mapping of that memory, one copy instead of two through the ring; 0: never",
+     check_map_bytes},
     {0},
 };

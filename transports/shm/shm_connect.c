@@ -36,7 +36,6 @@ static unsigned long long ns_inode(const char *path)
     return stat(path, &s) == 0 ? (unsigned long long)s.st_ino : 0;
 }
 
-
 static int ident_parse(const char *a, shm_ident_t *id)
 {
     int end = 0;
@@ -55,6 +54,7 @@ static void shm_close_segment(void *state)
         if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
         if (p->pidfd >= 0) close(p->pidfd);
         if (p->eventfd >= 0) close(p->eventfd);
+        shm_map_close(p);
         free(p->address);
     }
     if (st->seg != NULL) munmap(st->seg, st->seg_bytes);
@@ -137,6 +137,12 @@ static int shm_reach(void *state, const tp_peer_view_t *peer)
 static int take_fd(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
 
 /* Maps peer r's segment after checking that it is what this layout expects (sealed, its size, its header). */
+int shm_peer_exited(const shm_peer_t *p)
+{
+    struct pollfd ended = {.fd = p->pidfd, .events = POLLIN};
+    return p->pidfd >= 0 && poll(&ended, 1, 0) == 1;
+}
+
 static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
 {
     shm_peer_t *p = &st->peers[r];
@@ -179,6 +185,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     p->ring = ring;
     p->use = 1;
     shm_cma_probe(st, p, r); /* before attached: the peer's first send sees what this rank can read */
+    p->map_min = shm_map_min();
     uint64_t one = 1;
     atomic_store(&p->out->attached, 1);
     tp_log(TP_LOG_DEBUG, "shm", "rank %d: connected (its segment mapped)", r);
@@ -188,8 +195,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
 err:
     saved = errno;
     if (memfd >= 0) close(memfd);
-    struct pollfd ended = {.fd = p->pidfd, .events = POLLIN};
-    if (saved == EBADF && p->pidfd >= 0 && poll(&ended, 1, 0) == 1) saved = ESRCH; /* a zombie has no fds left */
+    if (saved == EBADF && p->pidfd >= 0 && shm_peer_exited(p)) saved = ESRCH; /* a zombie has no fds left */
     if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
     if (p->pidfd >= 0) close(p->pidfd);
     if (p->eventfd >= 0) close(p->eventfd);

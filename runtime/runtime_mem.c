@@ -1,0 +1,118 @@
+/*
+ * runtime_mem.c: tp_mem_alloc and tp_mem_free, host memory that same-host peers map and read in place. Each
+ * allocation is a memfd sealed against shrinking, mapped shared; the set of live ones lets a transport find the
+ * memfd behind a send buffer (tp_mem_find), so a peer reads the bytes with one copy instead of two through a ring.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime_log.h"
+#include "tp.h"
+
+#define MEM_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+typedef struct mem_region {
+    uint8_t *base;
+    size_t bytes; /* mapped: the request rounded up to whole pages */
+    int fd;
+    uint64_t ino;
+} mem_region_t;
+
+static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
+static mem_region_t *regions;
+static size_t n_regions, cap_regions;
+
+static int region_of(const void *p)
+{
+    for (size_t i = 0; i < n_regions; i++)
+        if ((const uint8_t *)p >= regions[i].base && (const uint8_t *)p < regions[i].base + regions[i].bytes)
+            return (int)i;
+    return -1;
+}
+
+tp_status_t tp_mem_alloc(size_t bytes, void **ptr)
+{
+    if (ptr == NULL) {
+        tp_log(TP_LOG_ERROR, "mem", "tp_mem_alloc: ptr is NULL: pass where the address goes");
+        return TP_ERR_INVALID;
+    }
+    *ptr = NULL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (bytes + page - 1) / page * page;
+    if (bytes == 0 || len < bytes || len > (size_t)INT64_MAX) {
+        tp_log(TP_LOG_ERROR, "mem", "tp_mem_alloc: %zu bytes: ask for 1 byte or more, below 2^63", bytes);
+        return TP_ERR_INVALID;
+    }
+    int fd = memfd_create("tp-mem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    struct stat st;
+    void *base = MAP_FAILED;
+    const char *what = NULL;
+    if (fd < 0) what = "memfd_create";
+    else if (ftruncate(fd, (off_t)len) != 0) what = "ftruncate";
+    else if (fcntl(fd, F_ADD_SEALS, MEM_SEALS) != 0) what = "sealing";
+    else if (fstat(fd, &st) != 0) what = "fstat";
+    /* populated now, by the owner: a peer's first read of each page then only maps it */
+    else if ((base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)) == MAP_FAILED)
+        what = "mmap";
+    if (what != NULL) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        tp_log(TP_LOG_ERROR, "mem", "tp_mem_alloc: %zu bytes: %s failed: %s", bytes, what, strerror(e));
+        return e == ENOMEM || e == ENOSPC || e == EMFILE || e == ENFILE ? TP_ERR_NO_MEMORY : TP_ERR_SYSTEM;
+    }
+    pthread_mutex_lock(&regions_lock);
+    if (n_regions == cap_regions) {
+        size_t cap = cap_regions ? 2 * cap_regions : 16;
+        mem_region_t *r = realloc(regions, cap * sizeof(*r));
+        if (r == NULL) {
+            pthread_mutex_unlock(&regions_lock);
+            munmap(base, len);
+            close(fd);
+            tp_log(TP_LOG_ERROR, "mem", "tp_mem_alloc: no memory for the table of allocations");
+            return TP_ERR_NO_MEMORY;
+        }
+        regions = r;
+        cap_regions = cap;
+    }
+    regions[n_regions++] = (mem_region_t){.base = base, .bytes = len, .fd = fd, .ino = (uint64_t)st.st_ino};
+    pthread_mutex_unlock(&regions_lock);
+    *ptr = base;
+    return TP_OK;
+}
+
+tp_status_t tp_mem_free(void *ptr)
+{
+    if (ptr == NULL) return TP_OK;
+    pthread_mutex_lock(&regions_lock);
+    int i = region_of(ptr);
+    mem_region_t r = i >= 0 ? regions[i] : (mem_region_t){0};
+    if (i >= 0 && r.base == ptr) regions[i] = regions[--n_regions];
+    pthread_mutex_unlock(&regions_lock);
+    if (i < 0 || r.base != ptr) {
+        tp_log(TP_LOG_ERROR, "mem", "tp_mem_free: %p is not an address tp_mem_alloc returned%s", ptr,
+               i >= 0 ? " (it lies inside one)" : " (or it was freed already)");
+        return TP_ERR_INVALID;
+    }
+    munmap(r.base, r.bytes);
+    close(r.fd);
+    return TP_OK;
+}
+
+int tp_mem_find(const void *p, size_t n, tp_mem_ref_t *ref)
+{
+    pthread_mutex_lock(&regions_lock);
+    int i = n_regions > 0 ? region_of(p) : -1;
+    int found = i >= 0 && n <= regions[i].bytes - (size_t)((const uint8_t *)p - regions[i].base);
+    if (found)
+        *ref = (tp_mem_ref_t){.fd = regions[i].fd,
+                              .ino = regions[i].ino,
+                              .bytes = regions[i].bytes,
+                              .offset = (size_t)((const uint8_t *)p - regions[i].base)};
+    pthread_mutex_unlock(&regions_lock);
+    return found;
+}
