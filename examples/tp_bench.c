@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <tp.h>
@@ -57,7 +58,13 @@ int main(int argc, char **argv)
     }
     int me = tp_comm_rank(w), n = tp_comm_size(w);
     size_t cap = o.max_bytes * (size_t)n + 64;
-    float *send = malloc(cap), *recv = malloc(cap);
+    float *send = NULL, *recv = NULL;
+    if (!o.mem_tp) send = malloc(cap), recv = malloc(cap);
+    else if ((s = tp_mem_alloc(cap, (void **)&send)) != TP_OK || (s = tp_mem_alloc(cap, (void **)&recv)) != TP_OK) {
+        fprintf(stderr, "tp-bench: rank %d: tp_mem_alloc of %zu bytes: %s (%s)\n", me, cap, tp_status_string(s),
+                tp_last_error());
+        return 1;
+    }
     double *t = malloc(BENCH_MAX_ITERS * sizeof(double)), *tmax = malloc(BENCH_MAX_ITERS * sizeof(double));
     if (send == NULL || recv == NULL || t == NULL || tmax == NULL) {
         fprintf(stderr, "tp-bench: rank %d: out of memory for 2 x %zu bytes (lower --max-bytes)\n", me, cap);
@@ -68,10 +75,11 @@ int main(int argc, char **argv)
     if (o.iters > 0) snprintf(calls, sizeof(calls), "%d per size", o.iters);
     else snprintf(calls, sizeof(calls), "500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 above");
     if (me == 0 && !o.json)
-        printf("tp-bench: %d ranks, libtp %s, part_bytes %s; p50 / p90 us over back-to-back calls (%s), each the "
-               "slowest rank's time after a barrier\n"
+        printf("tp-bench: %d ranks, libtp %s, part_bytes %s, buffers from %s; p50 / p90 us over back-to-back calls "
+               "(%s%s), each the slowest rank's time after a barrier\n"
                "%-15s %12s %6s %12s %12s\n",
-               n, tp_version(), tp_comm_setting(w, "part_bytes"), calls, "op", "bytes", "iters", "p50_us", "p90_us");
+               n, tp_version(), tp_comm_setting(w, "part_bytes"), o.mem_tp ? "tp_mem_alloc" : "malloc", calls,
+               o.rewrite ? ", each after a write of its send bytes" : "", "op", "bytes", "iters", "p50_us", "p90_us");
     for (int op = 0; op < OP_COUNT; op++) {
         if (!(o.ops & (1u << op))) continue;
         for (int si = 0; bench_size(&o, si) != 0; si++) {
@@ -82,6 +90,7 @@ int main(int argc, char **argv)
             for (int i = -5; i < iters; i++) {
                 if ((s = tp_barrier(w)) != TP_OK) goto fail;
                 double t0 = now_us();
+                if (o.rewrite) memset(send, i & 0x3f, bench_send_bytes(op, bytes, n));
                 if ((s = one_call(w, op, send, recv, bytes)) != TP_OK) goto fail;
                 if (i >= 0) t[i] = now_us() - t0;
             }
@@ -89,14 +98,17 @@ int main(int argc, char **argv)
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
             double p50 = tmax[iters / 2], p90 = tmax[(iters * 9) / 10];
             if (me == 0 && o.json)
-                printf("{\"impl\":\"tprun\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
+                printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
                        "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f}\n",
-                       n, op_names[op], bytes, iters, p50, p90, tmax[0], tmax[iters / 10]);
+                       o.mem_tp ? "tprun-mem" : "tprun", n, op_names[op], bytes, iters, p50, p90, tmax[0],
+                       tmax[iters / 10]);
             else if (me == 0) printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
             fflush(stdout);
         }
     }
-    free(send), free(recv), free(t), free(tmax);
+    if (o.mem_tp) tp_mem_free(send), tp_mem_free(recv);
+    else free(send), free(recv);
+    free(t), free(tmax);
     return tp_finalize(w) == TP_OK ? 0 : 1;
 fail:
     fprintf(stderr, "tp-bench: rank %d: %s (%s)\n", me, tp_status_string(s), tp_last_error());

@@ -36,22 +36,29 @@ typedef struct bench_opts {
     int nsizes;
     unsigned ops;     /* bit i: op_names[i] */
     const char *impl; /* the MPI twin's name in its JSON rows */
+    int mem_tp;       /* tp-bench --mem tp: buffers from tp_mem_alloc */
+    int rewrite;      /* --rewrite: each call's send bytes are written first, inside its time */
 } bench_opts_t;
 
 static inline void bench_usage(FILE *f, const char *prog, int with_impl)
 {
-    fprintf(f,
-            "usage: %s [--json] [--ops LIST] [--max-bytes N | --sizes LIST] [--iters N]%s\n"
-            "  --ops LIST     comma-separated, from allreduce,allgather,reduce_scatter,bcast,sendrecv,alltoall\n"
-            "                 (default " BENCH_DEFAULT_OPS ")\n"
-            "  --max-bytes N  largest size per rank in bytes, 16 to 1073741824; sizes run 16, 64, 256, ... (default "
-            "67108864)\n"
-            "  --sizes LIST   comma-separated byte counts to run instead, e.g. 1048576,1572864,2097152\n"
-            "  --iters N      timed calls per size, 1 to %d (default 500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 "
-            "above)\n"
-            "  --json         one JSON object per size instead of the table\n%s",
-            prog, with_impl ? " [--impl NAME]" : "", BENCH_MAX_ITERS,
-            with_impl ? "  --impl NAME    the name in the JSON rows (default mpi)\n" : "");
+    fprintf(
+        f,
+        "usage: %s [--json] [--ops LIST] [--max-bytes N | --sizes LIST] [--iters N] [--rewrite] %s\n"
+        "  --ops LIST     comma-separated, from allreduce,allgather,reduce_scatter,bcast,sendrecv,alltoall\n"
+        "                 (default " BENCH_DEFAULT_OPS ")\n"
+        "  --max-bytes N  largest size per rank in bytes, 16 to 1073741824; sizes run 16, 64, 256, ... (default "
+        "67108864)\n"
+        "  --sizes LIST   comma-separated byte counts to run instead, e.g. 1048576,1572864,2097152\n"
+        "  --iters N      timed calls per size, 1 to %d (default 500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 "
+        "above)\n"
+        "  --rewrite      write the send buffer (memset) before each call, as an engine's compute would, and count\n"
+        "                 that write in the call's time (where peers read it in place, the write pays for that)\n"
+        "  --json         one JSON object per size instead of the table\n%s",
+        prog, with_impl ? "[--impl NAME]" : "[--mem malloc|tp]", BENCH_MAX_ITERS,
+        with_impl ? "  --impl NAME    the name in the JSON rows (default mpi)\n"
+                  : "  --mem KIND     where the buffers come from: malloc (default), or tp (tp_mem_alloc: same-host\n"
+                    "                 peers read them in place; JSON rows then name the impl tprun-mem)\n");
 }
 
 /* A decimal integer in [lo, hi], digits only. */
@@ -80,6 +87,13 @@ static inline int bench_parse_ops(const char *list, unsigned *out)
     }
     *out = ops;
     return ops != 0 ? 0 : -1;
+}
+
+/* Bytes of send a call of op (an index of op_names) reads at bytes per rank in a world of n: reduce_scatter's n blocks,
+ * else bytes. */
+static inline size_t bench_send_bytes(int op, size_t bytes, int n)
+{
+    return strcmp(op_names[op], "reduce_scatter") == 0 ? bytes * (size_t)n : bytes;
 }
 
 /* The i-th size to run (0 after the last): --sizes in order, else 16, 64, 256, ... up to max_bytes. */
@@ -122,12 +136,19 @@ static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_o
             o->help = 1;
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
+        } else if (strcmp(a, "--rewrite") == 0) {
+            o->rewrite = 1;
         } else if (strcmp(a, "--ops") == 0 || strcmp(a, "--max-bytes") == 0 || strcmp(a, "--iters") == 0 ||
-                   strcmp(a, "--sizes") == 0 || (with_impl && strcmp(a, "--impl") == 0)) {
+                   strcmp(a, "--sizes") == 0 || (with_impl && strcmp(a, "--impl") == 0) ||
+                   (!with_impl && strcmp(a, "--mem") == 0)) {
             if (v == NULL) return snprintf(err, len, "%s: needs a value (--help lists the options)", a), -1;
             i++;
             if (strcmp(a, "--impl") == 0) {
                 o->impl = v;
+            } else if (strcmp(a, "--mem") == 0) {
+                if (strcmp(v, "malloc") != 0 && strcmp(v, "tp") != 0)
+                    return snprintf(err, len, "--mem: expected malloc or tp, got \"%s\"", v), -1;
+                o->mem_tp = strcmp(v, "tp") == 0;
             } else if (strcmp(a, "--ops") == 0) {
                 if (bench_parse_ops(v, &o->ops) != 0)
                     return snprintf(err, len,

@@ -3,11 +3,14 @@
 # MPI (its shared-memory path, vader, and forced to TCP over loopback) and MPICH, for 2, 3 and 4 ranks; prints one
 # table per transport and world with our ratio to each peer. Not run by make check.
 #   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--transports "shm tcp"] [--max-bytes N] [--ops LIST] [--iters N]
-#                                [--rounds R] [--peers "ompi-vader ompi-tcp mpich"] [--base DIR] [--json]
+#                                [--rounds R] [--peers "ompi-vader ompi-tcp mpich"] [--base DIR] [--tp-mem] [--rewrite]
+#                                [--json]
 # --rounds R runs everything R times, interleaved (round 1 of every program, then round 2, ...); a cell is the
 # median over the rounds of each round's p50 / p90, a ratio the median of the rounds' ratios (a loaded machine
 # moves single runs several-fold). --base DIR also runs DIR's tprun and tp-bench (another build, e.g. the one
-# before a change) in each round, as "base" columns. Run it under `nice -n -20` on a shared machine: every program
+# before a change) in each round, as "base" columns. --tp-mem also runs tp-bench over shm with its buffers from
+# tp_mem_alloc (peers read them in place), as "tp_mem" columns. --rewrite has every program write its send buffer
+# before each call, inside the call's time, as an engine's compute would. Run it under `nice -n -20` on a shared machine: every program
 # inherits it. Where the kernel groups processes by session (/proc/sys/kernel/sched_autogroup_enabled is 1), nice
 # only orders processes inside one session and each other session still gets an equal share of the CPUs; then, as
 # root: setsid -w bash -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 examples/bench/coll_bench.sh ...'
@@ -19,7 +22,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 TPRUN=${TPRUN:-./tprun}
 BENCH_PROG=${BENCH_PROG:-./tp-bench}
-ranks="2 3 4" transports="shm tcp" opts=() json=0 rounds=1 peers="ompi-vader ompi-tcp mpich" base=""
+ranks="2 3 4" transports="shm tcp" opts=() json=0 rounds=1 peers="ompi-vader ompi-tcp mpich" base="" tp_mem=0
 die() {
     echo "coll_bench.sh: $*" >&2
     exit 1
@@ -33,6 +36,8 @@ while [ $# -gt 0 ]; do
     --base) base=${2-}; shift ;;
     --max-bytes | --ops | --iters) [ $# -ge 2 ] || die "$1 needs a value"; opts+=("$1" "$2"); shift ;;
     --json) json=1 ;;
+    --tp-mem) tp_mem=1 ;;
+    --rewrite) opts+=("$1") ;;
     *) echo "coll_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -72,6 +77,11 @@ for round in $(seq 1 "$rounds"); do
         for tr in $transports; do
             TP_TRANSPORTS=$tr run_one "tp-bench over $tr" "$n" "$round" "$TPRUN" -n "$n" "$BENCH_PROG" --json "${opts[@]}"
             sed -i "s/\"impl\":\"tprun\"/\"impl\":\"tprun-$tr\"/" "$results"
+            if [ "$tp_mem" = 1 ] && [ "$tr" = shm ]; then
+                TP_TRANSPORTS=$tr run_one "tp-bench over $tr with tp_mem_alloc buffers" "$n" "$round" "$TPRUN" -n "$n" \
+                    "$BENCH_PROG" --json --mem tp "${opts[@]}"
+                sed -i "s/\"impl\":\"tprun-mem\"/\"impl\":\"mem-$tr\"/" "$results"
+            fi
             if [ -n "$base" ]; then
                 TP_TRANSPORTS=$tr run_one "the base build's tp-bench over $tr" "$n" "$round" "$base/tprun" -n "$n" \
                     "$base/tp-bench" --json "${opts[@]}"
@@ -116,10 +126,12 @@ rounds = max(r["round"] for r in rows)
 for tr in ours:
     ompi = "ompi-vader" if tr == "shm" else "ompi-tcp"
     base = "base-" + tr if "base-" + tr in impls else None
+    mem = "mem-" + tr if "mem-" + tr in impls else None
     for n in sorted({k[0] for k in by}):
         print("\n### tprun over %s, %d ranks (%d round%s: medians)\n" % (tr, n, rounds, "s" if rounds > 1 else ""))
         head = "| op | size | tprun %s p50 / p90 |" % tr
         if base: head += " base p50 / p90 | tprun/base |"
+        if mem: head += " tp_mem p50 / p90 | tp_mem/%s |" % ompi
         head += " %s p50 / p90 | tprun/ompi | mpich p50 / p90 | tprun/mpich |" % ompi
         print(head)
         print("|---|---:|" + "---:|" * (head.count("|") - 3))
@@ -128,6 +140,7 @@ for tr in ours:
             t, o, m = d.get("tprun-" + tr, {}), d.get(ompi, {}), d.get("mpich", {})
             line = "| %s | %s | %s |" % (k[1], size(k[2]), cell(t))
             if base: line += " %s | %s |" % (cell(d.get(base, {})), ratio(t, d.get(base, {})))
+            if mem: line += " %s | %s |" % (cell(d.get(mem, {})), ratio(d.get(mem, {}), o))
             line += " %s | %s | %s | %s |" % (cell(o), ratio(t, o), cell(m), ratio(t, m))
             print(line)
 PY

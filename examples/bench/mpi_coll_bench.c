@@ -54,6 +54,7 @@ int main(int argc, char **argv)
             for (int i = -5; i < iters; i++) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
+                if (o.rewrite) memset(send, i & 0x3f, bench_send_bytes(op, bytes, n));
                 one_call(op, send, recv, bytes, me, n);
                 if (i >= 0) t[i] = (MPI_Wtime() - t0) * 1e6;
             }
