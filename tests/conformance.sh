@@ -57,10 +57,10 @@ if echo "$names" | grep -qx shm; then
             echo "ok: shm with CMA from 2 KiB, $n ranks: every case matches"
         fi
     done
-    # the mapped path: every buffer from tp_mem_alloc, read by the peer where it lies (one allocation per call, so
-    # each peer maps, evicts and tells apart allocations whose fd numbers the sender reuses)
+    # the mapped path: every buffer from tp_mem_alloc, read by the peer where it lies from 2 KiB on (one allocation
+    # per call, so each peer maps, evicts and tells apart allocations whose fd numbers the sender reuses)
     for n in 2 3 4; do
-        shm_run "buffers from tp_mem_alloc" "$n" "" --mem tp || continue
+        shm_run "buffers from tp_mem_alloc" "$n" TP_SHM_MAP_BYTES=2K --mem tp || continue
         maps=$(echo "$out" | grep -c " shm: rank [0-9]*: mapped its allocation ")
         if [ "$maps" -lt $((n * (n - 1))) ]; then
             echo "FAIL: shm with buffers from tp_mem_alloc, $n ranks: $maps allocations mapped, fewer than the peer links"

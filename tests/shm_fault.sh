@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 declare -A why=([head]="shm: error: rank 1: its written position [0-9]* in shared memory is outside"
     [cma]="shm: error: rank 1: its frame names 16384 bytes at 0x8 in its memory, of which 0 can be read"
     [start]="shm: error: rank 1: its frame's ring position [0-9]* is neither [0-9]* nor [0-9]*: refused"
-    [mapfd]="shm: error: rank 1: its frame names its fd [0-9]* as the memory to read, which is not a sealed memfd"
+    [mapfd]="shm: error: rank 1: its frame names its fd [0-9]* as memory to read: not a sealed memfd"
     [mapoff]="shm: error: rank 1: its frame names 16384 bytes at offset 61440 of its memory (fd [0-9]*), which holds 65536"
     [cell]="coll: error: rank 1 sent a frame with a bad magic"
     [seq]="shm: error: rank 1: its cell sequence word [0-9]* in shared memory is outside"

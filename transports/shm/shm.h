@@ -14,8 +14,8 @@
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
 #define SHM_MIRROR_PIECE   16384                 /* a send mirrors each piece this long at once: still cached */
-#define SHM_MAP_BYTES      4096                  /* default TP_SHM_MAP_BYTES: mapped from here on (measured) */
-#define SHM_MAP_BYTES_TEXT "4K"
+#define SHM_MAP_BYTES      1048576               /* default TP_SHM_MAP_BYTES (BENCHMARKS.md, "Mapped") */
+#define SHM_MAP_BYTES_TEXT "1M"
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
 #define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */

@@ -68,22 +68,20 @@ static const shm_map_t *map_of(shm_peer_t *p, int rank, int fd, uint32_t ino, tp
         return NULL;
     }
     if (got < 0) {
-        snprintf(why, why_len, "its frame names its fd %d as the memory to read, which cannot be taken (%s)", fd,
+        snprintf(why, why_len, "its frame names its fd %d as memory to read: it cannot be taken (%s)", fd,
                  strerror(errno));
         return NULL;
     }
     struct stat s;
     int seals = fcntl(got, F_GET_SEALS);
     void *base = MAP_FAILED;
-    if (fstat(got, &s) != 0 || seals < 0 || !(seals & F_SEAL_SHRINK) || (uint32_t)s.st_ino != ino || s.st_size <= 0)
-        snprintf(why, why_len,
-                 "its frame names its fd %d as the memory to read, which is not a sealed memfd of inode "
-                 "%u",
-                 fd, ino);
-    else if ((base = mmap(NULL, (size_t)s.st_size, PROT_READ, MAP_SHARED, got, 0)) == MAP_FAILED &&
-             (*st = TP_ERR_SYSTEM))
+    if (fstat(got, &s) != 0 || seals < 0 || !(seals & F_SEAL_SHRINK) || (uint32_t)s.st_ino != ino || s.st_size <= 0) {
+        snprintf(why, why_len, "its frame names its fd %d as memory to read: not a sealed memfd of inode %u", fd, ino);
+    } else if ((base = mmap(NULL, (size_t)s.st_size, PROT_READ, MAP_SHARED, got, 0)) == MAP_FAILED) {
+        *st = TP_ERR_SYSTEM;
         snprintf(why, why_len, "mmap of %lld bytes of its memory (fd %d): %s", (long long)s.st_size, fd,
                  strerror(errno));
+    }
     close(got); /* the mapping keeps the pages: sealed against shrinking, they stay readable whatever the peer does */
     if (base == MAP_FAILED) return NULL;
     if (old->base != NULL) munmap(old->base, old->bytes);
