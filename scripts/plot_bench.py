@@ -126,7 +126,7 @@ def main():
             if not pts:
                 continue
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            style = "-" if impl.startswith("tprun") else "--"
+            style = "-" if impl.startswith(("tprun", "mem-")) else "--"  # ours solid, peers dashed
             lat.plot(xs, ys, style, marker="o", markersize=3, label=impl)
             bw.plot(xs, [b / (us * 1e3) for b, us in pts], style, marker="o", markersize=3, label=impl)
         for ax, what in ((lat, "p50 latency (us)"), (bw, "bandwidth (GB/s, bytes per rank / p50)")):

@@ -2,9 +2,9 @@
 # coll_bench.sh: tp-bench under tprun over each transport (TP_TRANSPORTS=shm, then tcp) and the same loop with Open
 # MPI (its shared-memory path, vader, and forced to TCP over loopback) and MPICH, for 2, 3 and 4 ranks; prints one
 # table per transport and world with our ratio to each peer. Not run by make check.
-#   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--transports "shm tcp"] [--max-bytes N] [--ops LIST] [--iters N]
-#                                [--rounds R] [--peers "ompi-vader ompi-tcp mpich"] [--base DIR] [--tp-mem] [--rewrite]
-#                                [--json]
+#   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--transports "shm tcp"] [--max-bytes N | --sizes LIST]
+#                                [--ops LIST] [--iters N] [--rounds R] [--peers "ompi-vader ompi-tcp mpich"] [--base DIR]
+#                                [--tp-mem] [--rewrite] [--json]
 # --rounds R runs everything R times, interleaved (round 1 of every program, then round 2, ...); a cell is the
 # median over the rounds of each round's p50 / p90, a ratio the median of the rounds' ratios (a loaded machine
 # moves single runs several-fold). --base DIR also runs DIR's tprun and tp-bench (another build, e.g. the one
@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --peers) peers=${2-}; shift ;;
     --rounds) rounds=${2-}; shift ;;
     --base) base=${2-}; shift ;;
-    --max-bytes | --ops | --iters) [ $# -ge 2 ] || die "$1 needs a value"; opts+=("$1" "$2"); shift ;;
+    --max-bytes | --ops | --iters | --sizes) [ $# -ge 2 ] || die "$1 needs a value"; opts+=("$1" "$2"); shift ;;
     --json) json=1 ;;
     --tp-mem) tp_mem=1 ;;
     --rewrite) opts+=("$1") ;;
