@@ -37,6 +37,26 @@ static int num_registered;
 /* Whether a rank's published CPU list is one CPU ("3", not "0-1" or "0,2"). */
 static int one_cpu(const char *cpus) { return cpus[0] != '\0' && strspn(cpus, "0123456789") == strlen(cpus); }
 
+/* Adds the CPUs of a record's list ("0-3,8") to set; -1 when it is no such list ("-", or garbage from a peer). */
+static int cpus_add(const char *list, cpu_set_t *set)
+{
+    for (const char *p = list;;) {
+        char *end;
+        if (*p < '0' || *p > '9') return -1;
+        unsigned long a = strtoul(p, &end, 10), b = a;
+        if (*end == '-') {
+            p = end + 1;
+            if (*p < '0' || *p > '9') return -1;
+            b = strtoul(p, &end, 10);
+        }
+        if (b < a || b >= CPU_SETSIZE) return -1;
+        for (unsigned long c = a; c <= b; c++) CPU_SET(c, set);
+        if (*end == '\0') return 0;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+}
+
 #define TP_SPIN_BUSY_NS 3000 /* the first part of a spin makes no system call (one costs ~2 us in a VM) */
 
 typedef struct tp_transports {
@@ -52,7 +72,7 @@ typedef struct tp_transports {
     int npairs;
     struct pollfd *pfds; /* several transports: every one's event fds, polled together */
     int pfds_len;
-    int yield; /* more ranks on this kernel than CPUs: a spinning rank lets the one it waits for run */
+    int yield; /* more ranks on this kernel than the CPUs they may run on: a spinning rank lets the one it waits for run */
     int own_cpu; /* every rank on this kernel is bound to a CPU of its own: a spin never delays a peer */
 } tp_transports_t;
 
@@ -321,8 +341,18 @@ tp_status_t tp_transports_select(tp_world_t *w)
     free(a);
     int here = 1; /* this rank and every peer on its kernel */
     for (int p = 0; p < w->size; p++) here += p != w->rank && t->views[p].same_kernel;
+    /* the CPUs they may run on: all the kernel has, or fewer where every record names its set (taskset, a cgroup) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t shared;
+    CPU_ZERO(&shared);
+    int named = cpus_add(w->peers[w->rank].cpus, &shared) == 0;
+    for (int p = 0; p < w->size && named; p++)
+        if (p != w->rank && t->views[p].same_kernel) named = cpus_add(w->peers[p].cpus, &shared) == 0;
+    if (named && CPU_COUNT(&shared) < cpus) cpus = CPU_COUNT(&shared);
     t->yield = cpus < 1 || here > cpus;
+    if (t->yield)
+        tp_log(TP_LOG_DEBUG, "transport", "%d ranks on this kernel share %ld CPUs: a waiting rank yields at once", here,
+               cpus);
     t->own_cpu = one_cpu(w->peers[w->rank].cpus);
     for (int p = 0; p < w->size && t->own_cpu; p++)
         if (p != w->rank && t->views[p].same_kernel)

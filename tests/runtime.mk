@@ -9,9 +9,9 @@ check_PROGRAMS += tests/runtime_intruder
 tests_runtime_intruder_SOURCES = tests/runtime_intruder.c
 tests_runtime_intruder_LDADD = libtp_internal.la
 TESTS += tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
-	tests/runtime_intruders.sh tests/runtime_fate.sh
+	tests/runtime_intruders.sh tests/runtime_fate.sh tests/runtime_spin.sh
 EXTRA_DIST += tests/runtime_lib.sh tests/proc_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
-	tests/runtime_intruders.sh tests/runtime_fate.sh
+	tests/runtime_intruders.sh tests/runtime_fate.sh tests/runtime_spin.sh
 # Real executables, not libtool wrapper scripts: a wrapper adds a shell start to every rank.
 tests_runtime_rank_LDFLAGS = -no-install
 tests_runtime_unit_LDFLAGS = -no-install
