@@ -72,7 +72,7 @@ typedef struct tp_transports {
     int npairs;
     struct pollfd *pfds; /* several transports: every one's event fds, polled together */
     int pfds_len;
-    int yield; /* more ranks on this kernel than the CPUs they may run on: a spinning rank lets the one it waits for run */
+    int yield; /* more ranks on this kernel than CPUs they may run on: a spinning rank lets the one it waits for run */
     int own_cpu; /* every rank on this kernel is bound to a CPU of its own: a spin never delays a peer */
 } tp_transports_t;
 

@@ -3,15 +3,15 @@
 # MPI (its shared-memory path, vader, and forced to TCP over loopback) and MPICH, for 2, 3 and 4 ranks; prints one
 # table per transport and world with our ratio to each peer. Not run by make check.
 #   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--transports "shm tcp"] [--max-bytes N | --sizes LIST]
-#                                [--ops LIST] [--iters N] [--rounds R] [--peers "ompi-vader ompi-tcp mpich"] [--base DIR]
-#                                [--tp-mem] [--rewrite] [--json]
+#                                [--ops LIST] [--iters N] [--rounds R] [--peers "ompi-vader ompi-tcp mpich"]
+#                                [--base DIR] [--tp-mem] [--rewrite] [--json]
 # --rounds R runs everything R times, interleaved (round 1 of every program, then round 2, ...); a cell is the
 # median over the rounds of each round's p50 / p90, a ratio the median of the rounds' ratios (a loaded machine
 # moves single runs several-fold). --base DIR also runs DIR's tprun and tp-bench (another build, e.g. the one
 # before a change) in each round, as "base" columns. --tp-mem also runs tp-bench over shm with its buffers from
 # tp_mem_alloc (peers read them in place), as "tp_mem" columns. --rewrite has every program write its send buffer
-# before each call, inside the call's time, as an engine's compute would. Run it under `nice -n -20` on a shared machine: every program
-# inherits it. Where the kernel groups processes by session (/proc/sys/kernel/sched_autogroup_enabled is 1), nice
+# before each call, inside the call's time, as an engine's compute would. Run it under `nice -n -20` on a shared
+# machine: every program inherits it. Where the kernel groups processes by session (/proc/sys/kernel/sched_autogroup_enabled is 1), nice
 # only orders processes inside one session and each other session still gets an equal share of the CPUs; then, as
 # root: setsid -w bash -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 examples/bench/coll_bench.sh ...'
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
