@@ -339,15 +339,18 @@ tp_status_t tp_transports_select(tp_world_t *w)
         view_of(w, p, t->addrs[p], &t->views[p]);
     }
     free(a);
-    int here = 1; /* this rank and every peer on its kernel */
-    for (int p = 0; p < w->size; p++) here += p != w->rank && t->views[p].same_kernel;
-    /* the CPUs they may run on: all the kernel has, or fewer where every record names its set (taskset, a cgroup) */
+    /* this rank and every peer on its kernel, and the CPUs they may run on: all the kernel has, or fewer where every
+     * record names its set (taskset, a cgroup) */
+    int here = 1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t shared;
     CPU_ZERO(&shared);
     int named = cpus_add(w->peers[w->rank].cpus, &shared) == 0;
-    for (int p = 0; p < w->size && named; p++)
-        if (p != w->rank && t->views[p].same_kernel) named = cpus_add(w->peers[p].cpus, &shared) == 0;
+    for (int p = 0; p < w->size; p++)
+        if (p != w->rank && t->views[p].same_kernel) {
+            here++;
+            named = named && cpus_add(w->peers[p].cpus, &shared) == 0;
+        }
     if (named && CPU_COUNT(&shared) < cpus) cpus = CPU_COUNT(&shared);
     t->yield = cpus < 1 || here > cpus;
     if (t->yield)

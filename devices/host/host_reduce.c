@@ -173,20 +173,26 @@ static _Atomic int forced_baseline;
 
 void tp_host_reduce_baseline(int on) { forced_baseline = on; }
 
-const char *tp_host_reduce_isa(void)
+/* Whether tp_reduce_n takes the AVX2 table: built with it, the CPU has it, and no test forced the baseline. */
+static int use_avx2(void)
 {
 #ifdef HAVE_AVX2_REDUCERS
-    if (!forced_baseline && __builtin_cpu_supports("avx2")) return "avx2";
+    return !forced_baseline && __builtin_cpu_supports("avx2");
+#else
+    return 0;
 #endif
-    return "baseline";
 }
+
+const char *tp_host_reduce_isa(void) { return use_avx2() ? "avx2" : "baseline"; }
 
 void tp_reduce_n(tp_dtype_t dtype, tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)
 {
     if (dtype <= TP_BYTES || dtype > TP_I64) return; /* bytes: nothing to reduce */
-    reduce_fn fn = reducers_baseline[dtype];
 #ifdef HAVE_AVX2_REDUCERS
-    if (!forced_baseline && __builtin_cpu_supports("avx2")) fn = reducers_avx2[dtype];
+    if (use_avx2()) {
+        reducers_avx2[dtype](op, dst, srcs, n, count);
+        return;
+    }
 #endif
-    fn(op, dst, srcs, n, count);
+    reducers_baseline[dtype](op, dst, srcs, n, count);
 }

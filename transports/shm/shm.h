@@ -160,7 +160,9 @@ int shm_map_describe(const shm_peer_t *p, const tp_xfer_t *x, size_t base, size_
 tp_status_t shm_map_read(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, const uint64_t via[2], char *why,
                          size_t why_len);
 void shm_map_close(shm_peer_t *p);
-/* Whether the peer's process has exited (its pidfd is readable). */
+/* shm_connect.c: fd of the process behind pidfd, taken into this one (pidfd_getfd), or -1 with errno; whether the
+ * peer's process has exited (its pidfd is readable). */
+int shm_take_fd(int pidfd, int fd);
 int shm_peer_exited(const shm_peer_t *p);
 
 /* shm_cma.c */

@@ -134,15 +134,15 @@ static int shm_reach(void *state, const tp_peer_view_t *peer)
 }
 
 /* Takes one of the peer's fds through its pidfd. */
-static int take_fd(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
+int shm_take_fd(int pidfd, int fd) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0); }
 
-/* Maps peer r's segment after checking that it is what this layout expects (sealed, its size, its header). */
 int shm_peer_exited(const shm_peer_t *p)
 {
     struct pollfd ended = {.fd = p->pidfd, .events = POLLIN};
     return p->pidfd >= 0 && poll(&ended, 1, 0) == 1;
 }
 
+/* Maps peer r's segment after checking that it is what this layout expects (sealed, its size, its header). */
 static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
 {
     shm_peer_t *p = &st->peers[r];
@@ -155,9 +155,9 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     what = "pidfd_open";
     if ((p->pidfd = (int)syscall(SYS_pidfd_open, id.pid, 0)) < 0) goto err;
     what = "pidfd_getfd of its segment";
-    if ((memfd = take_fd(p->pidfd, id.memfd)) < 0) goto err;
+    if ((memfd = shm_take_fd(p->pidfd, id.memfd)) < 0) goto err;
     what = "pidfd_getfd of its eventfd";
-    if ((p->eventfd = take_fd(p->pidfd, id.eventfd)) < 0) goto err;
+    if ((p->eventfd = shm_take_fd(p->pidfd, id.eventfd)) < 0) goto err;
     struct stat s;
     int seals = fcntl(memfd, F_GET_SEALS);
     what = "its segment (not a sealed memfd of the expected size)";

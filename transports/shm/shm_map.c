@@ -7,14 +7,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shm.h"
-
-#ifndef SYS_pidfd_getfd
-#define SYS_pidfd_getfd 438
-#endif
 
 /* The descriptor's first word: the kind, the sender's fd number and its memfd's inode (low 32 bits, so a reused fd
  * number is not taken for the allocation it named before). */
@@ -60,7 +55,7 @@ static const shm_map_t *map_of(shm_peer_t *p, int rank, int fd, uint32_t ino, tp
         m->used = ++p->map_clock;
         return m;
     }
-    int got = (int)syscall(SYS_pidfd_getfd, p->pidfd, fd, 0);
+    int got = shm_take_fd(p->pidfd, fd);
     *st = TP_ERR_PROTOCOL;
     if (got < 0 && shm_peer_exited(p)) { /* a zombie has no fds left */
         *st = TP_ERR_PEER_FAILED;
