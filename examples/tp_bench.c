@@ -1,6 +1,7 @@
 /*
  * tp-bench: p50 and p90 in microseconds of back-to-back collectives, for the world it runs in (tprun -n N tp-bench).
- * One iteration's time is the slowest rank's, each iteration starting after a barrier.
+ * One iteration's time is the slowest rank's, each iteration starting after a barrier (with --no-barrier: one barrier,
+ * then the calls, each rank's mean per call).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -75,11 +76,13 @@ int main(int argc, char **argv)
     if (o.iters > 0) snprintf(calls, sizeof(calls), "%d per size", o.iters);
     else snprintf(calls, sizeof(calls), "500 up to 1 MiB, 100 at 4 MiB, 20 at 16 MiB, 10 above");
     if (me == 0 && !o.json)
-        printf("tp-bench: %d ranks, libtp %s, part_bytes %s, buffers from %s; p50 / p90 us over back-to-back calls "
-               "(%s%s), each the slowest rank's time after a barrier\n"
+        printf("tp-bench: %d ranks, libtp %s, part_bytes %s, buffers from %s; %s back-to-back calls (%s%s), %s\n"
                "%-15s %12s %6s %12s %12s\n",
-               n, tp_version(), tp_comm_setting(w, "part_bytes"), o.mem_tp ? "tp_mem_alloc" : "malloc", calls,
-               o.rewrite ? ", each after a write of its send bytes" : "", "op", "bytes", "iters", "p50_us", "p90_us");
+               n, tp_version(), tp_comm_setting(w, "part_bytes"), o.mem_tp ? "tp_mem_alloc" : "malloc",
+               o.no_barrier ? "p50 = p90 = us per call, the slowest rank's mean over" : "p50 / p90 us over", calls,
+               o.rewrite ? ", each after a write of its send bytes" : "",
+               o.no_barrier ? "after one barrier" : "each the slowest rank's time after a barrier", "op", "bytes",
+               "iters", "p50_us", "p90_us");
     for (int op = 0; op < OP_COUNT; op++) {
         if (!(o.ops & (1u << op))) continue;
         for (int si = 0; bench_size(&o, si) != 0; si++) {
@@ -87,21 +90,29 @@ int main(int argc, char **argv)
             if (op == OP_ALL_TO_ALL && bytes < (size_t)4 * n) continue;
             /* reduce_scatter takes N * bytes in and gives bytes out, in MPI's block terms */
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
+            struct rusage r0, r1;
+            double first = 0;
             for (int i = -5; i < iters; i++) {
-                if ((s = tp_barrier(w)) != TP_OK) goto fail;
+                if ((!o.no_barrier || i <= 0) && (s = tp_barrier(w)) != TP_OK) goto fail;
+                if (i == 0) getrusage(RUSAGE_SELF, &r0);
                 double t0 = now_us();
+                if (i == 0) first = t0;
                 if (o.rewrite) memset(send, i & 0x3f, bench_send_bytes(op, bytes, n));
                 if ((s = one_call(w, op, send, recv, bytes)) != TP_OK) goto fail;
                 if (i >= 0) t[i] = now_us() - t0;
             }
+            getrusage(RUSAGE_SELF, &r1);
+            if (o.no_barrier) bench_mean_times(t, iters, now_us() - first);
+            double sw[2] = {bench_switches(&r0, &r1) / iters, 0};
+            if ((s = tp_all_reduce(w, sw, sw + 1, 1, TP_F64, TP_SUM, NULL)) != TP_OK) goto fail;
             if ((s = tp_all_reduce(w, t, tmax, (size_t)iters, TP_F64, TP_MAX, NULL)) != TP_OK) goto fail;
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
             double p50 = tmax[iters / 2], p90 = tmax[(iters * 9) / 10];
             if (me == 0 && o.json)
                 printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f}\n",
+                       "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f,\"switches\":%.2f}\n",
                        o.mem_tp ? "tprun-mem" : "tprun", n, op_names[op], bytes, iters, p50, p90, tmax[0],
-                       tmax[iters / 10]);
+                       tmax[iters / 10], sw[1] / n);
             else if (me == 0) printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
             fflush(stdout);
         }

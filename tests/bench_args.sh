@@ -38,6 +38,18 @@ grep -q '^tp-bench: 2 ranks, .*back-to-back calls (3 per size)' "$T/out" ||
 rows=$(grep -c '^bcast  *[0-9][0-9]*  *3 ' "$T/out")
 expect_eq "rows of bcast with 3 calls (16 and 64 bytes)" "$rows" 2
 
+# --no-barrier: one barrier per size, each row the slowest rank's mean per call, so p50 = p90; the JSON rows count the
+# context switches per call (the mean over ranks: a number, zero or more)
+"$TPRUN" -n 2 "$BENCH" --ops allreduce --sizes 16,4096 --iters 20 --no-barrier >"$T/out" 2>"$T/err"
+expect_eq "tprun -n 2 tp-bench --no-barrier: status" "$?" 0
+grep -q '^tp-bench: 2 ranks, .*the slowest rank.s mean over back-to-back calls (20 per size), after one barrier$' \
+    "$T/out" || fail "--no-barrier: the header does not say so: $(head -n 1 "$T/out")"
+expect_eq "--no-barrier rows whose p50 is their p90" "$(awk '$1 == "allreduce" && $4 == $5' "$T/out" | wc -l)" 2
+"$TPRUN" -n 2 "$BENCH" --ops allreduce --sizes 16,4096 --iters 20 --no-barrier --json >"$T/out" 2>"$T/err"
+expect_eq "tprun -n 2 tp-bench --no-barrier --json: status" "$?" 0
+expect_eq "--no-barrier --json rows with p50 = p90 and a switch count" \
+    "$(grep -c '"p50_us":\([0-9.]*\),"p90_us":\1,.*"switches":[0-9][0-9]*\.[0-9][0-9]}$' "$T/out")" 2
+
 # --sizes runs exactly those sizes in that order, whatever --max-bytes says before it
 "$TPRUN" -n 2 "$BENCH" --ops allgather --max-bytes 16 --sizes 96,24 --iters 2 --json >"$T/out" 2>"$T/err"
 expect_eq "tprun -n 2 tp-bench --sizes 96,24: status" "$?" 0

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 enum { BENCH_OPS = 6, BENCH_MAX_ITERS = 500, BENCH_MAX_SIZES = 32 };
 static const char *const op_names[BENCH_OPS] = {"allreduce", "allgather", "reduce_scatter",
@@ -38,13 +39,26 @@ typedef struct bench_opts {
     const char *impl; /* the MPI twin's name in its JSON rows */
     int mem_tp;       /* tp-bench --mem tp: buffers from tp_mem_alloc */
     int rewrite;      /* --rewrite: each call's send bytes are written first, inside its time */
+    int no_barrier;   /* --no-barrier: one barrier before a size's timed calls, none between them */
 } bench_opts_t;
+
+/* --no-barrier: every call's time becomes the mean of the total, as no single call's time means anything alone. */
+static inline void bench_mean_times(double *t, int iters, double total)
+{
+    for (int i = 0; i < iters; i++) t[i] = total / iters;
+}
+
+/* Context switches (voluntary and not) between two getrusage(RUSAGE_SELF) readings. */
+static inline double bench_switches(const struct rusage *a, const struct rusage *b)
+{
+    return (double)(b->ru_nvcsw - a->ru_nvcsw) + (double)(b->ru_nivcsw - a->ru_nivcsw);
+}
 
 static inline void bench_usage(FILE *f, const char *prog, int with_impl)
 {
     fprintf(
         f,
-        "usage: %s [--json] [--ops LIST] [--max-bytes N | --sizes LIST] [--iters N] [--rewrite] %s\n"
+        "usage: %s [--json] [--ops LIST] [--max-bytes N | --sizes LIST] [--iters N] [--rewrite] [--no-barrier] %s\n"
         "  --ops LIST     comma-separated, from allreduce,allgather,reduce_scatter,bcast,sendrecv,alltoall\n"
         "                 (default " BENCH_DEFAULT_OPS ")\n"
         "  --max-bytes N  largest size per rank in bytes, 16 to 1073741824; sizes run 16, 64, 256, ... (default "
@@ -54,7 +68,10 @@ static inline void bench_usage(FILE *f, const char *prog, int with_impl)
         "above)\n"
         "  --rewrite      write the send buffer (memset) before each call, as an engine's compute would, and count\n"
         "                 that write in the call's time (where peers read it in place, the write pays for that)\n"
-        "  --json         one JSON object per size instead of the table\n%s",
+        "  --no-barrier   one barrier before each size's timed calls instead of one before each call, as an engine\n"
+        "                 calls them between its own work; a row is then the slowest rank's mean (p50 = p90)\n"
+        "  --json         one JSON object per size instead of the table (\"switches\": context switches per\n"
+        "                 call, with its barrier unless --no-barrier, the mean over ranks)\n%s",
         prog, with_impl ? "[--impl NAME]" : "[--mem malloc|tp]", BENCH_MAX_ITERS,
         with_impl ? "  --impl NAME    the name in the JSON rows (default mpi)\n"
                   : "  --mem KIND     where the buffers come from: malloc (default), or tp (tp_mem_alloc: same-host\n"
@@ -138,6 +155,8 @@ static inline int bench_parse_args(int argc, char **argv, int with_impl, bench_o
             o->json = 1;
         } else if (strcmp(a, "--rewrite") == 0) {
             o->rewrite = 1;
+        } else if (strcmp(a, "--no-barrier") == 0) {
+            o->no_barrier = 1;
         } else if (strcmp(a, "--ops") == 0 || strcmp(a, "--max-bytes") == 0 || strcmp(a, "--iters") == 0 ||
                    strcmp(a, "--sizes") == 0 || (with_impl && strcmp(a, "--impl") == 0) ||
                    (!with_impl && strcmp(a, "--mem") == 0)) {

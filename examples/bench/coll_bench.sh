@@ -4,13 +4,14 @@
 # table per transport and world with our ratio to each peer. Not run by make check.
 #   examples/bench/coll_bench.sh [--ranks "2 3 4"] [--transports "shm tcp"] [--max-bytes N | --sizes LIST]
 #                                [--ops LIST] [--iters N] [--rounds R] [--peers "ompi-vader ompi-tcp mpich"]
-#                                [--base DIR] [--tp-mem] [--rewrite] [--json]
+#                                [--base DIR] [--tp-mem] [--rewrite] [--no-barrier] [--json]
 # --rounds R runs everything R times, interleaved (round 1 of every program, then round 2, ...); a cell is the
 # median over the rounds of each round's p50 / p90, a ratio the median of the rounds' ratios (a loaded machine
 # moves single runs several-fold). --base DIR also runs DIR's tprun and tp-bench (another build, e.g. the one
 # before a change) in each round, as "base" columns. --tp-mem also runs tp-bench over shm with its buffers from
 # tp_mem_alloc (peers read them in place), as "tp_mem" columns. --rewrite has every program write its send buffer
-# before each call, inside the call's time, as an engine's compute would. Run it under `nice -n -20` on a shared
+# before each call, inside the call's time, as an engine's compute would; --no-barrier has every program time its
+# calls one after another after one barrier (a cell is then the slowest rank's mean per call). Run it under `nice -n -20` on a shared
 # machine: every program inherits it. Where the kernel groups processes by session (/proc/sys/kernel/sched_autogroup_enabled is 1), nice
 # only orders processes inside one session and each other session still gets an equal share of the CPUs; then, as
 # root: setsid -w bash -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 examples/bench/coll_bench.sh ...'
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
     --max-bytes | --ops | --iters | --sizes) [ $# -ge 2 ] || die "$1 needs a value"; opts+=("$1" "$2"); shift ;;
     --json) json=1 ;;
     --tp-mem) tp_mem=1 ;;
-    --rewrite) opts+=("$1") ;;
+    --rewrite | --no-barrier) opts+=("$1") ;;
     *) echo "coll_bench.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
