@@ -161,9 +161,10 @@ tp_status_t shm_map_read(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, const
                          size_t why_len);
 void shm_map_close(shm_peer_t *p);
 /* shm_connect.c: fd of the process behind pidfd, taken into this one (pidfd_getfd), or -1 with errno; whether the
- * peer's process has exited (its pidfd is readable). */
+ * peer's process has exited (its pidfd is readable); the reason a call fails when it has (TP_ERR_PEER_FAILED). */
 int shm_take_fd(int pidfd, int fd);
 int shm_peer_exited(const shm_peer_t *p);
+tp_status_t shm_peer_exited_why(const shm_peer_t *p, char *why, size_t why_len);
 
 /* shm_cma.c */
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);

@@ -41,10 +41,7 @@ tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char
             continue;
         }
         if (got < 0 && errno == EINTR) continue;
-        if (got < 0 && errno == ESRCH) {
-            snprintf(why, why_len, "its process (pid %d) exited in the middle of a call", p->pid);
-            return TP_ERR_PEER_FAILED;
-        }
+        if (got < 0 && errno == ESRCH) return shm_peer_exited_why(p, why, why_len);
         snprintf(why, why_len, "its frame names %zu bytes at 0x%llx in its memory, of which %zu can be read (%s)", n,
                  (unsigned long long)addr, done, got < 0 ? strerror(errno) : "end of its mapping");
         return TP_ERR_PROTOCOL;

@@ -142,6 +142,12 @@ int shm_peer_exited(const shm_peer_t *p)
     return p->pidfd >= 0 && poll(&ended, 1, 0) == 1;
 }
 
+tp_status_t shm_peer_exited_why(const shm_peer_t *p, char *why, size_t why_len)
+{
+    snprintf(why, why_len, "its process (pid %d) exited in the middle of a call", p->pid);
+    return TP_ERR_PEER_FAILED;
+}
+
 /* Maps peer r's segment after checking that it is what this layout expects (sealed, its size, its header). */
 static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
 {

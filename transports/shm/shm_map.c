@@ -58,8 +58,7 @@ static const shm_map_t *map_of(shm_peer_t *p, int rank, int fd, uint32_t ino, tp
     int got = shm_take_fd(p->pidfd, fd);
     *st = TP_ERR_PROTOCOL;
     if (got < 0 && shm_peer_exited(p)) { /* a zombie has no fds left */
-        *st = TP_ERR_PEER_FAILED;
-        snprintf(why, why_len, "its process (pid %d) exited in the middle of a call", p->pid);
+        *st = shm_peer_exited_why(p, why, why_len);
         return NULL;
     }
     if (got < 0) {

@@ -501,8 +501,8 @@ tp_status_t shm_progress(void *state, int *moved_out)
         shm_peer_t *p = &st->peers[st->dead[i]];
         if (p->send_head == NULL && p->recv_head == NULL) continue;
         char why[96];
-        snprintf(why, sizeof(why), "its process (pid %d) exited in the middle of a call", p->pid);
-        s = shm_fail(p, st->dead[i], TP_ERR_PEER_FAILED, why);
+        tp_status_t exited = shm_peer_exited_why(p, why, sizeof(why));
+        s = shm_fail(p, st->dead[i], exited, why);
     }
     *moved_out = moved;
     return s;
