@@ -106,7 +106,7 @@ tp_status_t tp_mem_free(void *ptr)
 int tp_mem_find(const void *p, size_t n, tp_mem_ref_t *ref)
 {
     pthread_mutex_lock(&regions_lock);
-    int i = n_regions > 0 ? region_of(p) : -1;
+    int i = region_of(p);
     int found = i >= 0 && n <= regions[i].bytes - (size_t)((const uint8_t *)p - regions[i].base);
     if (found)
         *ref = (tp_mem_ref_t){.fd = regions[i].fd,

@@ -395,17 +395,11 @@ static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, 
     tp_status_t s = TP_OK;
     if (SHM_VIA_KIND(via[0]) == SHM_VIA_MAP) {
         s = shm_map_read(p, rank, x, fl, via, why, sizeof(why));
-        if (s != TP_OK) return why[0] != '\0' ? shm_fail(p, rank, s, why) : s;
-        x->done += fl;
-        p->in_cells_next++;
-        recv_finish_frame(p, x);
-        return TP_OK;
-    }
-    if (via[0] != SHM_VIA_CMA || !atomic_load_explicit(&p->in->cma, memory_order_relaxed)) {
+        if (s != TP_OK && why[0] == '\0') return s; /* the lent receive's own failure, not the peer's */
+    } else if (via[0] != SHM_VIA_CMA || !atomic_load_explicit(&p->in->cma, memory_order_relaxed)) {
         snprintf(why, sizeof(why), "its frame's payload is at an unknown place %llu", (unsigned long long)via[0]);
-        return shm_fail(p, rank, TP_ERR_PROTOCOL, why);
-    }
-    if (x->deliver == NULL) {
+        s = TP_ERR_PROTOCOL;
+    } else if (x->deliver == NULL) {
         s = shm_cma_read(p, (uint8_t *)x->buf + x->done, fl, via[1], why, sizeof(why));
     } else { /* a lent receive has no buffer: the sender's bytes come through a bounce, a chunk at a time */
         uint8_t bounce[SHM_CMA_BOUNCE];
