@@ -69,6 +69,13 @@ static void on_verdict(const tp_failure_t *f, void *arg)
     if (write(verdict_pipe[1], "v", 1) != 1) perror("shm_fault: verdict pipe");
 }
 
+/* Modes whose garbage rides a frame of rank 1's that rank 0 reads only after a relay through rank 2. */
+static int relayed(const char *mode)
+{
+    return strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0 ||
+           strcmp(mode, "via") == 0 || strncmp(mode, "map", 3) == 0;
+}
+
 static int garbage(const char *mode, int me, tp_comm_t *w)
 {
     static float go[1];
@@ -102,11 +109,14 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
             if (ref.fd < 0 || fstat(ref.fd, &exe) != 0) return 1;
             ref.ino = (uint64_t)exe.st_ino;
             if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
-            if (strcmp(mode, "mapoff") == 0 &&
-                (tp_mem_alloc(65536, &mem) != TP_OK || !tp_mem_find(mem, 65536, &ref)))
+            if (strcmp(mode, "mapoff") == 0 && (tp_mem_alloc(65536, &mem) != TP_OK || !tp_mem_find(mem, 65536, &ref)))
                 return 1;
             /* mapoff: 16 KiB from 60 KiB on, in 64 KiB (kept: the peer's check must refuse it, not a gone mapping) */
             uint64_t via[2] = {SHM_VIA_MAP | (uint64_t)ref.fd << 8 | (uint64_t)(uint32_t)ref.ino << 32, 61440};
+            memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
+        } else if (strcmp(mode, "via") == 0) { /* a payload in the ring, then its cell names no place at all */
+            if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
+            uint64_t via[2] = {7, 0};
             memcpy(cells[next % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, via, sizeof(via));
         } else if (strcmp(mode, "start") == 0) { /* a payload in the ring, then its cell says: it starts elsewhere */
             if (tp_send(w, big, 4096, TP_F32, 0, NULL) != TP_OK) return 1;
@@ -130,17 +140,13 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
         static float one[1];
         /* rank 0 goes on only after this: straight (tail, cells) or through rank 2 (head: rank 0 then reads from 1) */
         if (strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0) tp_send(w, one, 1, TP_F32, 0, NULL);
-        if (strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0 ||
-            strncmp(mode, "map", 3) == 0)
-            tp_send(w, one, 1, TP_F32, 2, NULL);
+        if (relayed(mode)) tp_send(w, one, 1, TP_F32, 2, NULL);
         /* waits for the verdict (a call or a finalize now would end rank 0's call before it reads the garbage) */
         char v;
         return read(verdict_pipe[0], &v, 1) != 1;
     }
     static float x[1 << 19]; /* 2 MiB: more than a ring */
-    int relay = strcmp(mode, "head") == 0 || strcmp(mode, "cma") == 0 || strcmp(mode, "start") == 0 ||
-                strncmp(mode, "map", 3) == 0,
-        fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
+    int relay = relayed(mode), fill = strcmp(mode, "tail") == 0 || strcmp(mode, "cells") == 0;
     if (me == 2 && relay && (tp_recv(w, x, 1, TP_F32, 1, NULL) != TP_OK || tp_send(w, x, 1, TP_F32, 0, NULL) != TP_OK))
         return 1;
     if (me != 0) { /* in the barrier, so rank 0 is not told of a finalize before it reads rank 1's garbage */

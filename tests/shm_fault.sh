@@ -1,9 +1,9 @@
 #!/bin/bash
 # A peer that writes garbage into the shm segments (an impossible written or consumed position or cell count, a
-# frame to be read by CMA at an address its sender does not map, from a ring position it did not write, from a file
-# of the sender's that is no tp_mem_alloc memory or from past the end of an allocation that is, a forged
-# header in a cell, an impossible cell sequence word, random bytes over a whole segment): the victim's call fails
-# with TP_ERR_PROTOCOL and no rank dies of a signal.
+# frame to be read by CMA at an address its sender does not map, from no known place, from a ring position it did
+# not write, from a file of the sender's that is no tp_mem_alloc memory or from past the end of an allocation that
+# is, a forged header in a cell, an impossible cell sequence word, random bytes over a whole segment): the victim's
+# call fails with TP_ERR_PROTOCOL and no rank dies of a signal.
 # Every rank SIGKILLed mid-call: nothing is left in /dev/shm and no rank is left running.
 set -u
 TPRUN=${TPRUN:-./tprun}
@@ -14,6 +14,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # what rank 0 must name: the check that caught each kind of garbage (fuzz: whichever sees it first)
 declare -A why=([head]="shm: error: rank 1: its written position [0-9]* in shared memory is outside"
     [cma]="shm: error: rank 1: its frame names 16384 bytes at 0x8 in its memory, of which 0 can be read"
+    [via]="shm: error: rank 1: its frame's payload is at an unknown place 7"
     [start]="shm: error: rank 1: its frame's ring position [0-9]* is neither [0-9]* nor [0-9]*: refused"
     [mapfd]="shm: error: rank 1: its frame names its fd [0-9]* as memory to read: not a sealed memfd"
     [mapoff]="shm: error: rank 1: its frame names 16384 bytes at offset 61440 of its memory (fd [0-9]*), which holds 65536"
@@ -21,7 +22,7 @@ declare -A why=([head]="shm: error: rank 1: its written position [0-9]* in share
     [seq]="shm: error: rank 1: its cell sequence word [0-9]* in shared memory is outside"
     [tail]="shm: error: rank 1: its consumed position" [cells]="shm: error: rank 1: its consumed cell count"
     [fuzz]="")
-for mode in head cma start mapfd mapoff cell seq tail cells fuzz; do
+for mode in head cma via start mapfd mapoff cell seq tail cells fuzz; do
     # tail: the ring path, where the garbage is read (cma: a receiver reads by CMA whatever its own setting)
     cma=64K
     case $mode in tail | cma | start) cma=0 ;; esac
