@@ -14,8 +14,8 @@
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
 #define SHM_MIRROR_PIECE   16384                 /* a send mirrors each piece this long at once: still cached */
-#define SHM_MAP_BYTES      1048576               /* default TP_SHM_MAP_BYTES (BENCHMARKS.md, "Mapped") */
-#define SHM_MAP_BYTES_TEXT "1M"
+#define SHM_CMA_BYTES_TEXT "0"                   /* default TP_SHM_CMA_BYTES: never (BENCHMARKS.md, "CMA") */
+#define SHM_MAP_BYTES_TEXT "1M"                  /* default TP_SHM_MAP_BYTES (BENCHMARKS.md, "Mapped") */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
 #define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */
@@ -155,7 +155,6 @@ void shm_cancel(void *state);
 
 /* shm_map.c: 1, with the descriptor's two words, when the frame's payload (fl bytes from base) lies in memory from
  * tp_mem_alloc and goes mapped; the receiver's read (TP_OK; else why, empty when a lent receive's deliver failed). */
-uint64_t shm_map_min(void); /* TP_SHM_MAP_BYTES: the least payload that goes mapped, or 0 */
 int shm_map_describe(const shm_peer_t *p, const tp_xfer_t *x, size_t base, size_t fl, uint64_t via[2]);
 tp_status_t shm_map_read(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, const uint64_t via[2], char *why,
                          size_t why_len);
@@ -170,6 +169,9 @@ tp_status_t shm_peer_exited_why(const shm_peer_t *p, char *why, size_t why_len);
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
 /* "4096", "64K", "1M", "1G" to bytes (0), else -1 (shm_config.c, which tprun links too). */
 int shm_parse_bytes(const char *text, uint64_t *out);
+/* A TP_SHM_*_BYTES setting as the least frame that goes by its path (CMA, mapped): the environment's value, or dflt
+ * where unset (or refused already by the check at init), raised above what goes inline; 0: never. */
+uint64_t shm_min_frame(const char *name, const char *dflt);
 tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);
 
 #endif

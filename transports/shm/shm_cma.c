@@ -4,17 +4,13 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include <stdlib.h>
-
 #include "shm.h"
 
 /* Reads a word the peer named in its control line; success means this rank may read the peer's memory. Refusal
  * (ptrace rules, seccomp, an old kernel) is normal: the ring carries everything, as a debug note says. */
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r)
 {
-    uint64_t min = 0, got = 0;
-    if (shm_parse_bytes(getenv("TP_SHM_CMA_BYTES"), &min) != 0)
-        min = 0; /* unset (off), or a value the environment check at init refused already */
+    uint64_t got = 0;
     struct iovec local = {.iov_base = &got, .iov_len = sizeof(got)};
     struct iovec remote = {.iov_base = (void *)(uintptr_t)p->ctl->probe_addr, .iov_len = sizeof(got)};
     ssize_t n = process_vm_readv(p->pid, &local, 1, &remote, 1, 0);
@@ -25,7 +21,7 @@ void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r)
                "go through the ring",
                r, n < 0 ? strerror(errno) : "another value");
     atomic_store(&p->in->cma, (uint32_t)ok); /* in this rank's segment: the peer's sends read it */
-    p->cma_min = min == 0 || min > SHM_INLINE_MAX ? min : SHM_INLINE_MAX + 1;
+    p->cma_min = shm_min_frame("TP_SHM_CMA_BYTES", SHM_CMA_BYTES_TEXT);
     (void)st;
 }
 

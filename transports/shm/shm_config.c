@@ -18,6 +18,13 @@ int shm_parse_bytes(const char *text, uint64_t *out)
     return 0;
 }
 
+uint64_t shm_min_frame(const char *name, const char *dflt)
+{
+    uint64_t min = 0;
+    if (shm_parse_bytes(getenv(name), &min) != 0) shm_parse_bytes(dflt, &min);
+    return min == 0 || min > SHM_INLINE_MAX ? min : SHM_INLINE_MAX + 1;
+}
+
 static tp_status_t check_bytes(const char *name, const char *text, char *err, size_t err_len)
 {
     uint64_t v;
@@ -37,7 +44,7 @@ static tp_status_t check_map_bytes(const char *text, char *err, size_t err_len)
 }
 
 const tp_config_entry_t tp_shm_config[] = {
-    {"TP_SHM_CMA_BYTES", "shm_cma_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, "0",
+    {"TP_SHM_CMA_BYTES", "shm_cma_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, SHM_CMA_BYTES_TEXT,
      "shm: frames of at least this many bytes (above 1 KiB) are read straight from the sender's buffer with "
      "process_vm_readv, one copy instead of two through the ring, where the kernel allows it; 0 (default): never",
      check_cma_bytes},

@@ -191,7 +191,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     p->ring = ring;
     p->use = 1;
     shm_cma_probe(st, p, r); /* before attached: the peer's first send sees what this rank can read */
-    p->map_min = shm_map_min();
+    p->map_min = shm_min_frame("TP_SHM_MAP_BYTES", SHM_MAP_BYTES_TEXT);
     uint64_t one = 1;
     atomic_store(&p->out->attached, 1);
     tp_log(TP_LOG_DEBUG, "shm", "rank %d: connected (its segment mapped)", r);

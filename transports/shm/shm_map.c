@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -14,14 +13,6 @@
 /* The descriptor's first word: the kind, the sender's fd number and its memfd's inode (low 32 bits, so a reused fd
  * number is not taken for the allocation it named before). */
 #define MAP_FD_BITS 24
-
-uint64_t shm_map_min(void)
-{
-    uint64_t min = 0;
-    if (shm_parse_bytes(getenv("TP_SHM_MAP_BYTES"), &min) != 0)
-        min = SHM_MAP_BYTES; /* unset, or a value the environment check at init refused already */
-    return min == 0 || min > SHM_INLINE_MAX ? min : SHM_INLINE_MAX + 1;
-}
 
 int shm_map_describe(const shm_peer_t *p, const tp_xfer_t *x, size_t base, size_t fl, uint64_t via[2])
 {
