@@ -22,6 +22,15 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* What bench_time_calls calls: one_call's arguments, and the status of the barrier or call that failed. */
+typedef struct timed {
+    tp_comm_t *w;
+    int op;
+    void *send, *recv;
+    size_t bytes;
+    tp_status_t s;
+} timed_t;
+
 /* One call of op on bytes per rank (f32 elements; sendrecv with rank ^ 1, or itself). */
 static tp_status_t one_call(tp_comm_t *w, int op, void *send, void *recv, size_t bytes)
 {
@@ -36,6 +45,18 @@ static tp_status_t one_call(tp_comm_t *w, int op, void *send, void *recv, size_t
     case OP_ALL_TO_ALL: return tp_all_to_all(w, send, recv, count / (size_t)n, TP_F32, NULL);
     }
     return TP_ERR_INVALID;
+}
+
+static int timed_barrier(void *ctx)
+{
+    timed_t *c = ctx;
+    return (c->s = tp_barrier(c->w)) != TP_OK;
+}
+
+static int timed_call(void *ctx)
+{
+    timed_t *c = ctx;
+    return (c->s = one_call(c->w, c->op, c->send, c->recv, c->bytes)) != TP_OK;
 }
 
 int main(int argc, char **argv)
@@ -90,29 +111,19 @@ int main(int argc, char **argv)
             if (op == OP_ALL_TO_ALL && bytes < (size_t)4 * n) continue;
             /* reduce_scatter takes N * bytes in and gives bytes out, in MPI's block terms */
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
-            struct rusage r0, r1;
-            double first = 0;
-            for (int i = -5; i < iters; i++) {
-                if ((!o.no_barrier || i <= 0) && (s = tp_barrier(w)) != TP_OK) goto fail;
-                if (i == 0) getrusage(RUSAGE_SELF, &r0);
-                double t0 = now_us();
-                if (i == 0) first = t0;
-                if (o.rewrite) memset(send, i & 0x3f, bench_send_bytes(op, bytes, n));
-                if ((s = one_call(w, op, send, recv, bytes)) != TP_OK) goto fail;
-                if (i >= 0) t[i] = now_us() - t0;
+            timed_t c = {.w = w, .op = op, .send = send, .recv = recv, .bytes = bytes};
+            bench_calls_t loop = {timed_barrier, timed_call, now_us, &c, send, bench_send_bytes(op, bytes, n)};
+            double sw[2] = {0, 0};
+            if (bench_time_calls(&o, &loop, iters, t, &sw[0]) != 0) {
+                s = c.s;
+                goto fail;
             }
-            getrusage(RUSAGE_SELF, &r1);
-            if (o.no_barrier) bench_mean_times(t, iters, now_us() - first);
-            double sw[2] = {bench_switches(&r0, &r1) / iters, 0};
             if ((s = tp_all_reduce(w, sw, sw + 1, 1, TP_F64, TP_SUM, NULL)) != TP_OK) goto fail;
             if ((s = tp_all_reduce(w, t, tmax, (size_t)iters, TP_F64, TP_MAX, NULL)) != TP_OK) goto fail;
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
             double p50 = tmax[iters / 2], p90 = tmax[(iters * 9) / 10];
             if (me == 0 && o.json)
-                printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f,\"switches\":%.2f}\n",
-                       o.mem_tp ? "tprun-mem" : "tprun", n, op_names[op], bytes, iters, p50, p90, tmax[0],
-                       tmax[iters / 10], sw[1] / n);
+                bench_print_json(o.mem_tp ? "tprun-mem" : "tprun", n, op, bytes, iters, tmax, sw[1] / n);
             else if (me == 0) printf("%-15s %12zu %6d %12.1f %12.1f\n", op_names[op], bytes, iters, p50, p90);
             fflush(stdout);
         }

@@ -42,18 +42,6 @@ typedef struct bench_opts {
     int no_barrier;   /* --no-barrier: one barrier before a size's timed calls, none between them */
 } bench_opts_t;
 
-/* --no-barrier: every call's time becomes the mean of the total, as no single call's time means anything alone. */
-static inline void bench_mean_times(double *t, int iters, double total)
-{
-    for (int i = 0; i < iters; i++) t[i] = total / iters;
-}
-
-/* Context switches (voluntary and not) between two getrusage(RUSAGE_SELF) readings. */
-static inline double bench_switches(const struct rusage *a, const struct rusage *b)
-{
-    return (double)(b->ru_nvcsw - a->ru_nvcsw) + (double)(b->ru_nivcsw - a->ru_nivcsw);
-}
-
 static inline void bench_usage(FILE *f, const char *prog, int with_impl)
 {
     fprintf(
@@ -111,6 +99,52 @@ static inline int bench_parse_ops(const char *list, unsigned *out)
 static inline size_t bench_send_bytes(int op, size_t bytes, int n)
 {
     return strcmp(op_names[op], "reduce_scatter") == 0 ? bytes * (size_t)n : bytes;
+}
+
+/* What one size's timing loop needs from its program: a barrier and one call (each 0 on success), its clock in µs,
+ * and the send bytes --rewrite writes before each call. */
+typedef struct bench_calls {
+    int (*barrier)(void *ctx);
+    int (*call)(void *ctx);
+    double (*now_us)(void);
+    void *ctx;
+    void *send;
+    size_t send_bytes;
+} bench_calls_t;
+
+/* One size: 5 untimed calls, then iters timed into t (µs), each after a barrier; with --no-barrier one barrier
+ * before them and each call's time the mean, as no single call's time means anything alone. *switches: this rank's
+ * context switches (voluntary and not) per call. -1 as soon as a barrier or a call fails. */
+static inline int bench_time_calls(const bench_opts_t *o, const bench_calls_t *c, int iters, double *t,
+                                   double *switches)
+{
+    struct rusage r0, r1;
+    double first = 0;
+    for (int i = -5; i < iters; i++) {
+        if ((!o->no_barrier || i <= 0) && c->barrier(c->ctx) != 0) return -1;
+        if (i == 0) getrusage(RUSAGE_SELF, &r0);
+        double t0 = c->now_us();
+        if (i == 0) first = t0;
+        if (o->rewrite) memset(c->send, i & 0x3f, c->send_bytes);
+        if (c->call(c->ctx) != 0) return -1;
+        if (i >= 0) t[i] = c->now_us() - t0;
+    }
+    getrusage(RUSAGE_SELF, &r1);
+    double total = c->now_us() - first;
+    for (int i = 0; o->no_barrier && i < iters; i++) t[i] = total / iters;
+    *switches = ((double)(r1.ru_nvcsw - r0.ru_nvcsw) + (double)(r1.ru_nivcsw - r0.ru_nivcsw)) / iters;
+    return 0;
+}
+
+/* One JSON row (--json), the form coll_bench.sh and plot_bench.py read: tmax the slowest rank's times, sorted;
+ * switches the mean over ranks. */
+static inline void bench_print_json(const char *impl, int n, int op, size_t bytes, int iters, const double *tmax,
+                                    double switches)
+{
+    printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,\"p90_us\":%.2f,"
+           "\"min_us\":%.2f,\"p10_us\":%.2f,\"switches\":%.2f}\n",
+           impl, n, op_names[op], bytes, iters, tmax[iters / 2], tmax[(iters * 9) / 10], tmax[0], tmax[iters / 10],
+           switches);
 }
 
 /* The i-th size to run (0 after the last): --sizes in order, else 16, 64, 256, ... up to max_bytes. */

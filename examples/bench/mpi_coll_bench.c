@@ -22,6 +22,28 @@ static void one_call(int op, float *send, float *recv, size_t bytes, int me, int
     }
 }
 
+/* What bench_time_calls calls: one_call's arguments. */
+typedef struct timed {
+    int op, me, n;
+    float *send, *recv;
+    size_t bytes;
+} timed_t;
+
+static int timed_barrier(void *ctx)
+{
+    (void)ctx;
+    return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+}
+
+static int timed_call(void *ctx)
+{
+    timed_t *c = ctx;
+    one_call(c->op, c->send, c->recv, c->bytes, c->me, c->n);
+    return 0;
+}
+
+static double wtime_us(void) { return MPI_Wtime() * 1e6; }
+
 int main(int argc, char **argv)
 {
     bench_opts_t o;
@@ -51,28 +73,14 @@ int main(int argc, char **argv)
             size_t bytes = bench_size(&o, si);
             if (op == 5 && bytes < (size_t)4 * n) continue;
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
-            struct rusage r0, r1;
-            double first = 0;
-            for (int i = -5; i < iters; i++) {
-                if (!o.no_barrier || i <= 0) MPI_Barrier(MPI_COMM_WORLD);
-                if (i == 0) getrusage(RUSAGE_SELF, &r0);
-                double t0 = MPI_Wtime();
-                if (i == 0) first = t0;
-                if (o.rewrite) memset(send, i & 0x3f, bench_send_bytes(op, bytes, n));
-                one_call(op, send, recv, bytes, me, n);
-                if (i >= 0) t[i] = (MPI_Wtime() - t0) * 1e6;
-            }
-            getrusage(RUSAGE_SELF, &r1);
-            if (o.no_barrier) bench_mean_times(t, iters, (MPI_Wtime() - first) * 1e6);
-            double sw = bench_switches(&r0, &r1) / iters, sw_sum = 0;
+            timed_t c = {.op = op, .me = me, .n = n, .send = send, .recv = recv, .bytes = bytes};
+            bench_calls_t loop = {timed_barrier, timed_call, wtime_us, &c, send, bench_send_bytes(op, bytes, n)};
+            double sw = 0, sw_sum = 0;
+            if (bench_time_calls(&o, &loop, iters, t, &sw) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
             MPI_Allreduce(&sw, &sw_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
             MPI_Allreduce(t, tmax, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
             qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
-            if (me == 0)
-                printf("{\"impl\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"p50_us\":%.2f,"
-                       "\"p90_us\":%.2f,\"min_us\":%.2f,\"p10_us\":%.2f,\"switches\":%.2f}\n",
-                       o.impl, n, op_names[op], bytes, iters, tmax[iters / 2], tmax[(iters * 9) / 10], tmax[0],
-                       tmax[iters / 10], sw_sum / n);
+            if (me == 0) bench_print_json(o.impl, n, op, bytes, iters, tmax, sw_sum / n);
             fflush(stdout);
         }
     }
