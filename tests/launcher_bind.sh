@@ -118,10 +118,19 @@ run "$A" two_numa_smt.xml -n 1 --bind-to none
 expect_ok
 expect 0 0 0000:1b:00.0 "$own" - "--bind-to none"
 
+# No GPU or HCA: each rank takes its share of the 8 cores (1, 2, 1, 2, 2 of them), its memory left to the kernel.
 what="--gpus-per-rank 0"
 CUDA_VISIBLE_DEVICES=1 run "$A" two_numa_smt.xml -n 5 --gpus-per-rank 0
 expect_ok
-for r in 0 4; do expect $r 1 "<unset>" "$own" - "no GPU or HCA to bind near: not bound"; done
+NO="no GPU or HCA to bind near"
+expect 0 1 "<unset>" 0,8 - "$NO: core L#0 by local rank$NA"
+expect 1 1 "<unset>" 1-2,9-10 - "$NO: cores L#1-L#2 by local rank$NA"
+expect 2 1 "<unset>" 3,11 - "$NO: core L#3 by local rank$NA"
+expect 4 1 "<unset>" 6-7,14-15 - "$NO: cores L#6-L#7 by local rank$NA"
+what="--gpus-per-rank 0, one rank"
+run "$A" two_numa_smt.xml -n 1 --gpus-per-rank 0
+expect_ok
+expect 0 "<unset>" "<unset>" "$own" - "$NO: not bound"
 
 what="oversubscribed"
 run "$A" two_numa_smt.xml -n 10 --gpus-per-rank 0 --bind-to numa

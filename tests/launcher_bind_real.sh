@@ -77,10 +77,26 @@ unbound() {
     expect_eq "$what: rank $1 TP_BIND_CPUS, TP_BIND_NUMA" "$(get "$1" TP_BIND_CPUS) $(get "$1" TP_BIND_NUMA)" "$own -"
     expect_eq "$what: rank $1 TP_BIND_WHY" "$(get "$1" TP_BIND_WHY)" "$2"
 }
+# With nothing to bind near, each rank takes its share of tprun's cores (left free, two ranks that wait on each
+# other end up taking turns on one CPU while another idles); its memory is left to the kernel.
 what="default (no GPU, no HCA)"
 "$TPRUN" -n 2 "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
+expect_eq "$what: status" "$?" 0
+for r in 0 1; do
+    expect_eq "$what: rank $r CPUs as TP_BIND_CPUS" "$(get $r cpus)" "$(get $r TP_BIND_CPUS)"
+    expect_eq "$what: rank $r memory, TP_BIND_NUMA" "$(get $r mem) $(get $r TP_BIND_NUMA)" "default -"
+    get $r TP_BIND_WHY | grep -Eq "^no GPU or HCA to bind near: (core L#[0-9]+|cores L#[0-9]+-L#[0-9]+) by local rank$" ||
+        fail "$what: rank $r TP_BIND_WHY '$(get $r TP_BIND_WHY)'"
+done
+[ -n "$(get 0 cpus)" ] && [ "$(get 0 cpus)" != "$own" ] || fail "$what: rank 0 kept all of tprun's CPUs ($own)"
+python3 -c 'import sys
+def cpus(l): return {c for p in l.split(",") for a, _, b in [p.partition("-")] for c in range(int(a), int(b or a) + 1)}
+sys.exit(1 if cpus(sys.argv[1]) & cpus(sys.argv[2]) else 0)' "$(get 0 cpus)" "$(get 1 cpus)" ||
+    fail "$what: ranks 0 and 1 share CPUs: $(get 0 cpus) and $(get 1 cpus)"
+what="default, one rank"
+"$TPRUN" -n 1 "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
 st=$?
-unbound 1 "no GPU or HCA to bind near: not bound"
+unbound 0 "no GPU or HCA to bind near: not bound"
 what="--bind-to none"
 TP_BIND_TO=core "$TPRUN" -n 2 --bind-to none "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
 st=$?

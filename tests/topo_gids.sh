@@ -6,10 +6,11 @@
 . "$(dirname "$0")/topo_lib.sh"
 
 # Two 8-GPU servers, two ranks each: every rank lists all eight rails (each /24 is shared), its own GPU's HCA first,
-# then the others of its root complex, then the far ones.
+# then the others of its root complex, then the far ones. Not bound (the fake hosts are all this one, whose cores
+# two local ranks would share): each row's CPUs are tprun's own.
 server s1 1
 server s2 2
-job "8-GPU 8-HCA servers" s1:2,s2:2 -n 4
+job "8-GPU 8-HCA servers" s1:2,s2:2 -n 4 --bind-to none
 near0="mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
 near1="mlx5_1:1,mlx5_0:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
 has "each rank's GPU's HCA first" "rank 0 env: NCCL_IB_HCA==$near0 NCCL_IB_GID_INDEX=3" \
@@ -19,7 +20,7 @@ r=$(echo "$out" | sed -n 's/^tp rank 0 ([^)]*) bindings: \(s2  *3  *1 .*\)$/\1/p
 [ "$r" = "s2 3 1 $CPUS - 0000:11:00.0 mlx5_1:1 10.10.1.2 gid 3, mlx5_0:1 10.10.0.2 gid 3, mlx5_2:1 10.10.2.2 gid 3, mlx5_3:1 10.10.3.2 gid 3, mlx5_4:1 10.10.4.2 gid 3, mlx5_5:1 10.10.5.2 gid 3, mlx5_6:1 10.10.6.2 gid 3, mlx5_7:1 10.10.7.2 gid 3 -" ] &&
     pass "rank 3's row" || fail "rank 3's row \"$r\" in: $out"
 table "why: the nearest GPU" \
-    "why: rank 3: cpus: no GPU or HCA to bind near: not bound; hca: on a /24 its peers on other hosts also list, nearest the GPU 0000:11:00.0 first"
+    "why: rank 3: cpus: --bind-to none; hca: on a /24 its peers on other hosts also list, nearest the GPU 0000:11:00.0 first"
 
 # Inactive and InfiniBand ports are left out, with the reason; e's DOWN port shares f's mlx5_1 /24 but is not used.
 hca e mlx5_0 pci0000:00/0000:00:01.0/0000:01:00.0

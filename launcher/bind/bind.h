@@ -16,7 +16,7 @@
 typedef struct tprun_bind_rank {
     tp_gpu_t gpu;      /* gpu.bus_id "" when the rank gets none */
     char cpus[256];    /* TP_BIND_CPUS: bound (or, unbound, inherited) CPU list */
-    int numa;          /* TP_BIND_NUMA, -1 for "-" */
+    int numa;          /* TP_BIND_NUMA, -1 for "-" (memory left to the kernel) */
     char why[200];     /* TP_BIND_WHY */
     int apply;         /* the child binds (this machine's topology, bound) */
     cpu_set_t *cpuset; /* CPU_ALLOC'd, cpuset_size bytes */
