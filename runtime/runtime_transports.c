@@ -34,9 +34,6 @@ static int transport_list(const tp_transport_ops_t **list)
 static const tp_transport_ops_t *registered[TP_TRANSPORTS_MAX];
 static int num_registered;
 
-/* Whether a rank's published CPU list is one CPU ("3", not "0-1" or "0,2"). */
-static int one_cpu(const char *cpus) { return cpus[0] != '\0' && strspn(cpus, "0123456789") == strlen(cpus); }
-
 /* Adds the CPUs of a record's list ("0-3,8") to set; -1 when it is no such list ("-", or garbage from a peer). */
 static int cpus_add(const char *list, cpu_set_t *set)
 {
@@ -73,7 +70,7 @@ typedef struct tp_transports {
     struct pollfd *pfds; /* several transports: every one's event fds, polled together */
     int pfds_len;
     int yield; /* more ranks on this kernel than CPUs they may run on: a spinning rank lets the one it waits for run */
-    int own_cpu; /* every rank on this kernel is bound to a CPU of its own: a spin never delays a peer */
+    int apart; /* no other rank on this kernel may run on this rank's CPUs: its spin never delays a peer */
 } tp_transports_t;
 
 int tp_transports_names(const char **names, int max)
@@ -343,23 +340,28 @@ tp_status_t tp_transports_select(tp_world_t *w)
      * record names its set (taskset, a cgroup) */
     int here = 1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t shared;
-    CPU_ZERO(&shared);
-    int named = cpus_add(w->peers[w->rank].cpus, &shared) == 0;
+    cpu_set_t shared, own, peer;
+    CPU_ZERO(&own);
+    int named = cpus_add(w->peers[w->rank].cpus, &own) == 0;
+    shared = own;
+    t->apart = named;
     for (int p = 0; p < w->size; p++)
         if (p != w->rank && t->views[p].same_kernel) {
             here++;
-            named = named && cpus_add(w->peers[p].cpus, &shared) == 0;
+            CPU_ZERO(&peer);
+            named = named && cpus_add(w->peers[p].cpus, &peer) == 0;
+            CPU_OR(&shared, &shared, &peer);
+            CPU_AND(&peer, &peer, &own);
+            t->apart = t->apart && named && CPU_COUNT(&peer) == 0;
         }
     if (named && CPU_COUNT(&shared) < cpus) cpus = CPU_COUNT(&shared);
     t->yield = cpus < 1 || here > cpus;
     if (t->yield)
         tp_log(TP_LOG_DEBUG, "transport", "%d ranks on this kernel share %ld CPUs: a waiting rank yields at once", here,
                cpus);
-    t->own_cpu = one_cpu(w->peers[w->rank].cpus);
-    for (int p = 0; p < w->size && t->own_cpu; p++)
-        if (p != w->rank && t->views[p].same_kernel)
-            t->own_cpu = one_cpu(w->peers[p].cpus) && strcmp(w->peers[p].cpus, w->peers[w->rank].cpus) != 0;
+    else if (t->apart)
+        tp_log(TP_LOG_DEBUG, "transport", "no other rank on this kernel may run on CPUs %s: a waiting rank never yields",
+               w->peers[w->rank].cpus);
     return TP_OK;
 }
 
@@ -539,9 +541,9 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
     if (s != TP_OK || moved || !wait) return s;
     int64_t now = tp_now_ns(), spin_end = now + (int64_t)w->spin_us * 1000, busy_end = now + TP_SPIN_BUSY_NS;
     while ((now = tp_now_ns()) < spin_end) {
-        /* a rank that may share its core with a peer lets it run: at once when the kernel has more ranks than
-         * CPUs, else once it waits longer than a peer on another core takes to answer */
-        if (t->yield || (!t->own_cpu && now > busy_end)) sched_yield();
+        /* a rank that may share a CPU with a peer lets it run: at once when the kernel has more ranks than CPUs,
+         * else once it waits longer than a peer on another CPU takes to answer; never where no peer may use its CPUs */
+        if (t->yield || (!t->apart && now > busy_end)) sched_yield();
         if ((s = progress_all(t, &moved)) != TP_OK || moved) return s;
     }
     /* Slot 0 is the wake fd: a failure or finalize news wakes the call, which decides whether to go on waiting. */
