@@ -6,7 +6,9 @@
 . "$(dirname "$0")/launcher_lib.sh"
 
 command -v taskset >/dev/null || { echo "SKIP: no taskset"; exit 77; }
-mkdir -p "$T/empty" # a replayed sysfs without GPUs or HCAs
+# A replayed sysfs without GPUs or HCAs: on a GPU host, tprun would refuse more ranks than GPUs.
+mkdir -p "$T/empty"
+export TP_SYSFS_ROOT="$T/empty"
 first=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*\([0-9]*\).*/\1/p' /proc/self/status)
 line="transport: 2 ranks on this kernel share 1 CPUs: a waiting rank yields at once"
 out=$(TP_LOG_LEVEL=debug taskset -c "$first" "$TPRUN" -n 2 "$builddir/examples/tp_hello" 2>&1)
@@ -26,10 +28,10 @@ if [ "$(nproc)" -ge 2 ]; then
         pass "2 ranks with a core each: no rank yields at once"
     never "" "2 ranks with a core each" "$out"
     never "" "2 ranks, each with its share of the cores (no GPU here)" \
-        "$(TP_SYSFS_ROOT="$T/empty" TP_LOG_LEVEL=debug "$TPRUN" -n 2 "$builddir/examples/tp_hello" 2>&1)"
+        "$(TP_LOG_LEVEL=debug "$TPRUN" -n 2 "$builddir/examples/tp_hello" 2>&1)"
 fi
 # Shares of several CPUs each (a replayed 8-core machine: named in the records, not applied).
-never 0-3,8-11 "2 ranks with 4 cores each" "$(TP_SYSFS_ROOT="$T/empty" TP_LOG_LEVEL=debug \
+never 0-3,8-11 "2 ranks with 4 cores each" "$(TP_LOG_LEVEL=debug \
     HWLOC_XMLFILE="$(cd "$(dirname "$0")" && pwd)/bind/two_numa_smt.xml" "$TPRUN" -n 2 "$builddir/examples/tp_hello" 2>&1)"
 out=$(TP_LOG_LEVEL=debug "$TPRUN" -n 2 --bind-to none "$builddir/examples/tp_hello" 2>&1)
 echo "$out" | grep -q "never yields" && fail "unbound ranks never yield: $(echo "$out" | grep transport)" ||
