@@ -197,7 +197,7 @@ static int set_masks(hwloc_topology_t t, tprun_bind_rank_t *b, hwloc_const_cpuse
  * Cores [lo, hi) of domain, in order: with no GPU or HCA to bind near, each rank takes its share of the cores. Left
  * free to move, ranks that wait on each other end up taking turns on one CPU while another idles: each wakeup puts
  * the woken rank beside the one that woke it, and a rank that yields stays hot in the scheduler's eyes, so the load
- * balancer leaves it there (2 ranks on 2 vCPUs: 18-22 us per 16 B all_reduce, against 0.7 with a CPU each).
+ * balancer leaves it there (2 ranks on 2 vCPUs, when it happens: 18-22 us per 16 B all_reduce, against 0.4-0.7).
  */
 static int bind_share(hwloc_topology_t t, hwloc_const_cpuset_t domain, hwloc_obj_type_t unit, int lo, int hi,
                       tprun_bind_rank_t *b, const char *src)
