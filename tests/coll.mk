@@ -68,6 +68,13 @@ tests_shm_fault_LDADD = libtp.la
 tests_shm_fault_LDFLAGS = -no-install
 TESTS += tests/shm_fault.sh
 EXTRA_DIST += tests/shm_fault.sh
+# shm where peers may not take a rank's fds (no pidfd_getfd, Yama's ptrace_scope), played by an LD_PRELOAD shim.
+check_LTLIBRARIES += tests/libfakeptrace.la
+tests_libfakeptrace_la_SOURCES = tests/fake_ptrace.c
+tests_libfakeptrace_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+tests_libfakeptrace_la_LIBADD = -ldl
+TESTS += tests/shm_ptrace.sh
+EXTRA_DIST += tests/shm_ptrace.sh
 check_PROGRAMS += tests/shm_lend
 tests_shm_lend_SOURCES = tests/shm_lend.c
 tests_shm_lend_LDADD = libtp.la

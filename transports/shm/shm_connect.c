@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -66,8 +68,53 @@ static void shm_close_segment(void *state)
     free(st);
 }
 
+static int has_cap_sys_ptrace(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    return syscall(SYS_capget, &h, d) == 0 && (d[CAP_SYS_PTRACE / 32].effective >> (CAP_SYS_PTRACE % 32) & 1);
+}
+
+/*
+ * Whether peers on this kernel may take this rank's fds (pidfd_getfd) and read its memory (CMA); NULL when they may,
+ * else why not, in why. Both need the system calls (Linux 5.6; a tool such as valgrind 3.19 lacks them, seccomp may
+ * refuse them) and ptrace access, which Yama (/proc/sys/kernel/yama/ptrace_scope) limits: at 1 to a process's own
+ * descendants, so each rank names any process of its user as its tracer, as Open MPI's vader does for CMA; at 2 to
+ * holders of CAP_SYS_PTRACE; at 3 to none.
+ */
+static const char *fds_refused(char *why, size_t len)
+{
+    int self = (int)syscall(SYS_pidfd_open, getpid(), 0), fd = self >= 0 ? shm_take_fd(self, self) : -1;
+    if (fd < 0) {
+        snprintf(why, len, "%s of itself failed: %s (Linux 5.6 has it; a tool such as valgrind may not)",
+                 self < 0 ? "pidfd_open" : "pidfd_getfd", strerror(errno));
+        if (self >= 0) close(self);
+        return why;
+    }
+    close(fd);
+    close(self);
+    char text[16] = "";
+    int f = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
+    ssize_t n = f >= 0 ? read(f, text, sizeof(text) - 1) : -1;
+    if (f >= 0) close(f);
+    int scope = n > 0 ? atoi(text) : 0;
+    if (scope == 1 && prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0)
+        snprintf(why, len, "Yama's ptrace_scope is 1 and prctl(PR_SET_PTRACER) failed: %s", strerror(errno));
+    else if (scope == 2 && !has_cap_sys_ptrace())
+        snprintf(why, len, "Yama's ptrace_scope 2 allows it only with CAP_SYS_PTRACE, which this rank lacks");
+    else if (scope >= 3) snprintf(why, len, "Yama's ptrace_scope %d allows it to no process", scope);
+    else return NULL;
+    return why;
+}
+
 static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state, char *address, size_t address_len)
 {
+    char refused[160];
+    if (env->size > 1 && fds_refused(refused, sizeof(refused)) != NULL) {
+        tp_log(TP_LOG_WARN, "shm", "not available: peers could not take this rank's segment: %s; ranks on this host "
+               "use TCP", refused);
+        return TP_ERR_UNSUPPORTED;
+    }
     shm_state_t *st = calloc(1, sizeof(*st));
     if (st == NULL) return TP_ERR_NO_MEMORY;
     st->env = *env;
@@ -222,8 +269,8 @@ err:
         return TP_ERR_PEER_FAILED;
     }
     tp_log(TP_LOG_ERROR, "shm",
-           "cannot reach rank %d (pid %d) through shared memory: %s failed: %s; run every rank as one user, or "
-           "set TP_TRANSPORTS=^shm",
+           "cannot reach rank %d (pid %d) through shared memory: %s failed: %s; set TP_TRANSPORTS=^shm to use TCP "
+           "between this host's ranks",
            r, id.pid, what, strerror(saved));
     return TP_ERR_SYSTEM;
 }
