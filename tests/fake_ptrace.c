@@ -2,7 +2,6 @@
  * pidfd_open and pidfd_getfd fail with ENOSYS (Linux before 5.3, or valgrind 3.19). FAKE_YAMA_SCOPE=N: reading
  * /proc/sys/kernel/yama/ptrace_scope gives N, and prctl(PR_SET_PTRACER), written to stderr, succeeds as Yama's would
  * (FAKE_PTRACER_FAILS=1: EPERM). */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
