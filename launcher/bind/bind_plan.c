@@ -287,9 +287,10 @@ tp_status_t tprun_bind_compute(int mode, int gpus_per_rank, const tp_gpu_env_t *
         r[i].numa = -1;
         if (mode == TPRUN_BIND_NONE) snprintf(r[i].why, sizeof(r[i].why), "--bind-to none");
     }
-    /* hwloc only when something could bind: one rank on a CPU-only host starts without it (~3 ms here). */
-    int near = mode != TPRUN_BIND_GPU || (local_size > 0 && r[0].gpu.bus_id[0] != '\0') || any_hca();
-    if (local_size > 0 && mode != TPRUN_BIND_NONE && (near || local_size > 1)) {
+    /* hwloc only when something could bind: one rank on a CPU-only host starts without it (~3 ms here). Several
+     * ranks always bind (bind_ranks lists the HCAs itself), so sysfs is read here only for one rank. */
+    if (local_size > 0 && mode != TPRUN_BIND_NONE &&
+        (local_size > 1 || mode != TPRUN_BIND_GPU || r[0].gpu.bus_id[0] != '\0' || any_hca())) {
         if ((st = bind_ranks(mode, local_size, r, err, err_len)) != TP_OK) goto err_free;
     } else if (mode == TPRUN_BIND_GPU) {
         for (int i = 0; i < local_size; i++)
