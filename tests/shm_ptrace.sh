@@ -10,9 +10,13 @@ SHIM="$builddir/tests/.libs/libfakeptrace.so"
 mkdir -p "$T/empty"
 export TP_SYSFS_ROOT="$T/empty" # no GPU: two ranks on a GPU host are not refused
 
-# run [VAR=VALUE...]: two ranks, each an all_reduce under the shim with the variables, into $T/out; $st is tprun's.
+export TP_LOG_LEVEL=debug # each rank names the transport of each pair
+
+# run [VAR=VALUE...] [COMMAND ARGS...]: two ranks (through COMMAND), each an all_reduce under the shim with the
+# variables, into $T/out; $st is tprun's. ONLY_RANK=R: the shim's variables reach rank R alone.
 run() {
-    env "$@" TP_LOG_LEVEL=debug "$TPRUN" -n 2 sh -c 'exec env LD_PRELOAD="$0" "$@"' "$SHIM" \
+    env "$@" "$TPRUN" -n 2 sh -c '[ -z "$ONLY_RANK" ] || [ "$LOCAL_RANK" = "$ONLY_RANK" ] ||
+        unset FAKE_NO_PIDFD FAKE_YAMA_SCOPE FAKE_PTRACER_FAILS; exec env LD_PRELOAD="$0" "$@"' "$SHIM" \
         "$builddir/tp-bench" --ops allreduce --sizes 16 --iters 5 >"$T/out" 2>&1
     st=$?
 }
@@ -53,9 +57,7 @@ over "$what" tcp
 said "$what" 2 "${NA}pidfd_open of itself failed: Function not implemented (Linux 5.6 has it; a tool such as valgrind may not)$TCP"
 
 what="rank 1 alone without pidfd_getfd"
-env TP_LOG_LEVEL=debug "$TPRUN" -n 2 sh -c '[ "$LOCAL_RANK" = 1 ] && export FAKE_NO_PIDFD=1; exec env LD_PRELOAD="$0" "$@"' \
-    "$SHIM" "$builddir/tp-bench" --ops allreduce --sizes 16 --iters 5 >"$T/out" 2>&1
-st=$?
+run FAKE_NO_PIDFD=1 ONLY_RANK=1
 over "$what" tcp
 said "$what" 1 "$NA"
 
@@ -66,10 +68,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
     over "$what" shm
     said "$what" 0 "$NA"
     what="ptrace_scope 2, no CAP_SYS_PTRACE"
-    TP_LOG_LEVEL=debug FAKE_YAMA_SCOPE=2 setpriv --bounding-set=-sys_ptrace "$TPRUN" -n 2 \
-        sh -c 'exec env LD_PRELOAD="$0" "$@"' "$SHIM" "$builddir/tp-bench" --ops allreduce --sizes 16 --iters 5 \
-        >"$T/out" 2>&1
-    st=$?
+    run FAKE_YAMA_SCOPE=2 setpriv --bounding-set=-sys_ptrace
     over "$what" tcp
     said "$what" 2 "${NA}Yama's ptrace_scope 2 allows it only with CAP_SYS_PTRACE, which this rank lacks$TCP"
 else
