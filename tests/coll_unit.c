@@ -100,8 +100,8 @@ static void test_reduce(void)
 
 static void test_frames(void)
 {
-    tp_frame_id_t id = {.coll = TP_COLL_ALL_REDUCE, .dtype = TP_F32, .op = TP_SUM, .comm_id = 3, .seq = 17,
-                        .count = 1024};
+    tp_frame_id_t id = {
+        .coll = TP_COLL_ALL_REDUCE, .dtype = TP_F32, .op = TP_SUM, .comm_id = 3, .seq = 17, .count = 1024};
     uint8_t want[TP_FRAME_HEADER_BYTES], got[TP_FRAME_HEADER_BYTES];
     int matched;
     tp_frame_pack(want, &id, 0);
@@ -131,6 +131,18 @@ static void test_frames(void)
     other = id, other.coll = 99;
     tp_frame_pack(got, &other, 0);
     CHECK(tp_frame_check(want, got, 65536, 1, &matched) == TP_ERR_PROTOCOL, "an unknown collective");
+    /* a header equal to the expected one is still refused for what no receive may expect */
+    memcpy(got, want, sizeof(got));
+    CHECK(tp_frame_check(want, got, 4000, 1, &matched) == TP_ERR_PROTOCOL && !matched,
+          "the same header, over the part size");
+    tp_frame_pack(want, &id, TP_FRAME_STEP_DESYNC);
+    memcpy(got, want, sizeof(got));
+    CHECK(tp_frame_check(want, got, 65536, 1, &matched) == TP_ERR_DESYNC && !matched,
+          "the same header, a desync report");
+    tp_frame_pack(want, &id, 0);
+    want[0] ^= 1;
+    memcpy(got, want, sizeof(got));
+    CHECK(tp_frame_check(want, got, 65536, 1, &matched) == TP_ERR_PROTOCOL && !matched, "the same header, bad magic");
 }
 
 static void test_transports_parse(void)
