@@ -165,15 +165,18 @@ static tp_status_t ring_room(shm_peer_t *p, int rank, uint64_t head, size_t want
 }
 
 /*
- * Where a ring frame's payload goes: at the ring's start when all of it fits there now, else where the last one
- * ended. Frames then reuse the ring's first pages instead of walking all of it: they stay in cache, and in a virtual
- * machine the first touch of each page through each mapping is expensive, populated or not.
+ * Where a ring frame's payload goes: where the last one ended while it stays within the ring's first
+ * SHM_RING_WINDOW bytes, else at the ring's start when all of it fits there now, else where the last one ended.
+ * Frames then reuse the ring's first pages instead of walking all of it: they stay in cache, and in a virtual
+ * machine the first touch of each page through each mapping is expensive, populated or not. Going back to the start
+ * needs the peer's consumed position, a line it writes after every frame: read once per window, not per frame.
  */
 static tp_status_t ring_start(shm_peer_t *p, int rank, uint64_t head, size_t fl, uint64_t *start)
 {
     uint64_t skip = (p->ring - (head & (p->ring - 1))) & (p->ring - 1), space = 0;
     *start = head;
     if (skip == 0 || fl > p->ring - skip) return TP_OK;
+    if ((head & (p->ring - 1)) + fl <= SHM_RING_WINDOW) return TP_OK;
     tp_status_t s = ring_room(p, rank, head, skip + fl, &space);
     if (s == TP_OK && space >= skip + fl) *start = head + skip;
     return s;
