@@ -204,7 +204,8 @@ const tp_coll_ops_t *tp_coll_choose(coll_comm_t *cc, const char *fn, tp_coll_arg
 {
     tp_mem_type_t ta = TP_MEM_HOST, tb = TP_MEM_HOST;
     const tp_device_ops_t *da = a != NULL ? tp_device_of(a, &ta) : NULL;
-    const tp_device_ops_t *db = b != NULL ? tp_device_of(b, &tb) : NULL;
+    const tp_device_ops_t *db = b == a ? da : b != NULL ? tp_device_of(b, &tb) : NULL; /* in place: asked once */
+    if (b == a) tb = ta;
     if (da != NULL && db != NULL && (da != db || ta != tb)) {
         tp_log(TP_LOG_ERROR, "coll",
                "%s: the buffers are on two devices (%s memory of %s, %s memory of %s): give "

@@ -37,12 +37,16 @@ static int CtxPush(void *c) { (void)c; return 0; }
 static int CtxPop(void **c) { *c = &ctx_storage; return 0; }
 static int CtxGetDevice(int *d) { *d = 0; return 0; }
 static int DeviceGetPCIBusId(char *out, int len, int d) { return snprintf(out, (size_t)len, "0000:%02x:00.0", 0x3b + d) < 0; }
-static int PointerGetAttribute(void *data, int attr, unsigned long long p)
+/* Memory type (attribute 2) only: device inside the arena, 0 (unknown to CUDA) elsewhere, as the driver says for
+ * host memory it never saw. */
+static int PointerGetAttributes(unsigned n, int *attrs, void **data, unsigned long long p)
 {
     if (!inited) return 3;
     const char *q = (const char *)(uintptr_t)p;
-    if (attr != 2 || q < fake_cuda_arena || q >= fake_cuda_arena + sizeof(fake_cuda_arena)) return 1;
-    *(int *)data = 2;
+    for (unsigned i = 0; i < n; i++) {
+        if (attrs[i] != 2) return 1;
+        *(unsigned *)data[i] = q >= fake_cuda_arena && q < fake_cuda_arena + sizeof(fake_cuda_arena) ? 2 : 0;
+    }
     return 0;
 }
 static int StreamGetCtx(void *s, void **c) { (void)s; *c = &ctx_storage; return 0; }
@@ -71,7 +75,7 @@ int cuGetProcAddress_v2(const char *sym, void **pfn, int version, uint64_t flags
         {"cuDeviceGetName", (void *)DeviceGetName}, {"cuDeviceGetAttribute", (void *)DeviceGetAttribute},
         {"cuGetErrorName", (void *)GetErrorName}, {"cuCtxGetCurrent", (void *)CtxGetCurrent},
         {"cuCtxPushCurrent", (void *)CtxPush}, {"cuCtxPopCurrent", (void *)CtxPop},
-        {"cuCtxGetDevice", (void *)CtxGetDevice}, {"cuPointerGetAttribute", (void *)PointerGetAttribute},
+        {"cuCtxGetDevice", (void *)CtxGetDevice}, {"cuPointerGetAttributes", (void *)PointerGetAttributes},
         {"cuStreamGetCtx", (void *)StreamGetCtx}, {"cuStreamWriteValue64", (void *)StreamValue},
         {"cuStreamWaitValue64", (void *)StreamWait}, {"cuStreamIsCapturing", (void *)StreamIsCapturing},
         {"cuMemcpyAsync", (void *)MemcpyAsync}, {"cuDeviceGetPCIBusId", (void *)DeviceGetPCIBusId},

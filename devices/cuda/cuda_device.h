@@ -56,7 +56,7 @@ typedef struct cuda_api {
     cu_result_t (*CtxPopCurrent)(cu_ctx_t *);
     cu_result_t (*CtxGetDevice)(int *);
     cu_result_t (*DeviceGetPCIBusId)(char *, int, int);
-    cu_result_t (*PointerGetAttribute)(void *, int, cu_ptr_t);
+    cu_result_t (*PointerGetAttributes)(unsigned, int *, void **, cu_ptr_t);
     cu_result_t (*MemHostAlloc)(void **, size_t, unsigned);
     cu_result_t (*MemFreeHost)(void *);
     cu_result_t (*MemHostGetDevicePointer)(cu_ptr_t *, void *, unsigned);

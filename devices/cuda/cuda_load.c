@@ -32,7 +32,7 @@ static const struct {
     ENTRY(CtxPopCurrent),
     ENTRY(CtxGetDevice),
     ENTRY(DeviceGetPCIBusId),
-    ENTRY(PointerGetAttribute),
+    ENTRY(PointerGetAttributes),
     ENTRY(MemHostAlloc),
     ENTRY(MemFreeHost),
     ENTRY(MemHostGetDevicePointer),
@@ -169,8 +169,12 @@ tp_status_t tp_cuda_init(void)
 int tp_cuda_mem_query(const void *ptr, tp_mem_type_t *type)
 {
     if (!cuda_loaded()) return 0;
-    int mem = 0;
-    if (tp_cu.PointerGetAttribute(&mem, CU_POINTER_MEMORY_TYPE, (cu_ptr_t)(uintptr_t)ptr) != CU_SUCCESS ||
+    /* The plural query: for memory CUDA does not know (every host buffer) the singular one fails through the
+     * driver's error path, 470-540 ns a query on the GPU host against 85-92 (docs/BENCHMARKS.md, ninth pass) */
+    int attr = CU_POINTER_MEMORY_TYPE;
+    unsigned mem = 0;
+    void *data = &mem;
+    if (tp_cu.PointerGetAttributes(1, &attr, &data, (cu_ptr_t)(uintptr_t)ptr) != CU_SUCCESS ||
         mem != CU_MEMORYTYPE_DEVICE)
         return 0;
     *type = TP_MEM_CUDA;
