@@ -2,20 +2,33 @@
  * first device that claims it owns it. */
 #include "runtime_devices.h"
 
+#include <pthread.h>
+
 #include "runtime_components.h"
 
 /* Added by tp_device_add (tests, an engine's own), most recent first; the list's devices follow, host last. */
 static const tp_device_ops_t *devices[TP_DEVICES_MAX];
 static int n_devices;
 
+/* The registration list's devices, picked out of it once: every collective call looks its buffers up in them. */
+static const tp_device_ops_t *listed[TP_DEVICES_MAX];
+static int n_listed;
+static pthread_once_t listed_once = PTHREAD_ONCE_INIT;
+
+static void list_devices(void)
+{
+    for (size_t i = 0; i < tp_components_len && n_listed < TP_DEVICES_MAX; i++)
+        if (tp_components[i].kind == TP_COMPONENT_DEVICE && tp_components[i].ops != NULL)
+            listed[n_listed++] = tp_components[i].ops;
+}
+
 const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type)
 {
     for (int i = 0; i < n_devices; i++)
         if (devices[i]->mem_query(ptr, type)) return devices[i];
-    for (size_t i = 0; i < tp_components_len; i++) {
-        const tp_device_ops_t *d = tp_components[i].ops;
-        if (tp_components[i].kind == TP_COMPONENT_DEVICE && d->mem_query(ptr, type)) return d;
-    }
+    pthread_once(&listed_once, list_devices);
+    for (int i = 0; i < n_listed; i++)
+        if (listed[i]->mem_query(ptr, type)) return listed[i];
     *type = TP_MEM_HOST;
     return &tp_host_device_ops;
 }
@@ -62,10 +75,9 @@ const tp_device_ops_t *tp_device_of_kind(tp_device_kind_t kind)
     const tp_device_ops_t *dev = NULL;
     for (int i = 0; i < n_devices && dev == NULL; i++)
         if (devices[i]->kind == kind) dev = devices[i];
-    for (size_t i = 0; i < tp_components_len && dev == NULL; i++) {
-        const tp_device_ops_t *d = tp_components[i].ops;
-        if (tp_components[i].kind == TP_COMPONENT_DEVICE && d != NULL && d->kind == kind) dev = d;
-    }
+    pthread_once(&listed_once, list_devices);
+    for (int i = 0; i < n_listed && dev == NULL; i++)
+        if (listed[i]->kind == kind) dev = listed[i];
     if (dev == NULL) {
         tp_log(TP_LOG_ERROR, "device", "no device for %s streams in this libtp (built without it)",
                tp_device_kind_name(kind));
