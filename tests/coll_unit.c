@@ -96,6 +96,38 @@ static void test_reduce(void)
     tp_reduce_n(TP_F32, TP_MAX, &out, ms, 2, 1);
     CHECK(isnan(out), "max propagates NaN");
     CHECK(!tp_reduce_supported(TP_BYTES, TP_SUM) && tp_reduce_supported(TP_BF16, TP_MIN), "supported types");
+    /* a few elements go one at a time, more as blocks: the same rank-order result either way, in place or not */
+    for (size_t count = 1; count <= 12; count++)
+        for (int op = TP_SUM; op <= TP_MIN; op++) {
+            float f[3][12], fr[12], fo[12];
+            int32_t k[3][12], kr[12], ko[12];
+            for (size_t i = 0; i < count; i++)
+                for (int r = 0; r < 3; r++) {
+                    float big = i % 2 ? 1e8f : -1e8f; /* (big + small) - big: 0 in rank order, small in any other */
+                    f[r][i] = r == 0 ? big : r == 2 ? -big : i == 2 ? nan : (float)(i + 1);
+                    k[r][i] = r == 0 && i == 1 ? INT32_MAX : (int32_t)(i * 5) - r * 9;
+                }
+            for (size_t i = 0; i < count; i++) { /* the reference: ((x0 op x1) op x2) */
+                fr[i] = f[0][i], kr[i] = k[0][i];
+                for (int r = 1; r < 3; r++) {
+                    float y = f[r][i];
+                    if (op == TP_SUM) fr[i] += y;
+                    else if (op == TP_MAX ? (y > fr[i] || y != y) : (y < fr[i] || y != y)) fr[i] = y;
+                    int32_t z = k[r][i];
+                    kr[i] = op == TP_SUM   ? (int32_t)((uint32_t)kr[i] + (uint32_t)z)
+                            : op == TP_MAX ? (z > kr[i] ? z : kr[i])
+                                           : (z < kr[i] ? z : kr[i]);
+                }
+            }
+            const void *fs[3] = {f[0], f[1], f[2]}, *ks[3] = {k[0], k[1], k[2]};
+            tp_reduce_n(TP_F32, (tp_op_t)op, fo, fs, 3, count);
+            tp_reduce_n(TP_I32, (tp_op_t)op, ko, ks, 3, count);
+            CHECK(memcmp(fo, fr, count * 4) == 0 && memcmp(ko, kr, count * 4) == 0, "count %zu op %d", count, op);
+            tp_reduce_n(TP_F32, (tp_op_t)op, f[1], fs, 3, count);
+            tp_reduce_n(TP_I32, (tp_op_t)op, k[1], ks, 3, count);
+            CHECK(memcmp(f[1], fr, count * 4) == 0 && memcmp(k[1], kr, count * 4) == 0, "count %zu op %d in place",
+                  count, op);
+        }
 }
 
 static void test_frames(void)
