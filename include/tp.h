@@ -208,7 +208,8 @@ TP_API tp_status_t tp_stream_destroy(tp_stream_t *stream);
  * begins (send buffers; not what the call itself produces) are read by a peer on this host over shm where they lie,
  * through its own mapping: one copy instead of two through the shared-memory ring (frames of TP_SHM_MAP_BYTES,
  * 1 MiB, or more). The peer's reads leave those cache lines in its cache too, so the engine's next write to them
- * costs more (docs/ENGINE.md: what is left of the gain when a buffer is rewritten before every call). Page-aligned
+ * costs more (docs/ENGINE.md: what is left of the gain when a buffer is rewritten before every call). A call's
+ * buffers in the first 32 live allocations are known host memory: no GPU driver is asked about them. Page-aligned
  * and zeroed; callable before tp_init and after tp_finalize; thread-safe. A peer keeps the pages of up to 8 such
  * allocations of each rank mapped (even after tp_mem_free) until it maps another or finalizes. TP_ERR_INVALID for
  * 0 bytes, TP_ERR_NO_MEMORY when there is no room.

@@ -26,6 +26,10 @@ const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type)
 {
     for (int i = 0; i < n_devices; i++)
         if (devices[i]->mem_query(ptr, type)) return devices[i];
+    if (tp_mem_known(ptr)) { /* host memory the listed devices would each be asked about in vain */
+        *type = TP_MEM_HOST;
+        return &tp_host_device_ops;
+    }
     pthread_once(&listed_once, list_devices);
     for (int i = 0; i < n_listed; i++)
         if (listed[i]->mem_query(ptr, type)) return listed[i];

@@ -2,16 +2,20 @@
  * runtime_mem.c: tp_mem_alloc and tp_mem_free, host memory that same-host peers map and read in place. Each
  * allocation is a memfd sealed against shrinking, mapped shared; the set of live ones lets a transport find the
  * memfd behind a send buffer (tp_mem_find), so a peer reads the bytes with one copy instead of two through a ring.
+ * The first MEM_KNOWN of them are also mirrored for readers that take no lock (tp_mem_known): every collective call
+ * asks whether its buffers are host memory, and a GPU driver's answer costs ~90 ns a buffer.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime_devices.h"
 #include "runtime_log.h"
 #include "tp.h"
 
@@ -27,6 +31,42 @@ typedef struct mem_region {
 static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_region_t *regions;
 static size_t n_regions, cap_regions;
+
+/* Bounds of the first MEM_KNOWN live allocations under a sequence count (odd while a writer, holding regions_lock,
+ * changes them): a reader whose count differed before and after its look saw nothing it may trust. */
+#define MEM_KNOWN 32
+static struct {
+    _Atomic uintptr_t lo, hi;
+} known[MEM_KNOWN];
+static _Atomic unsigned known_n, known_seq;
+
+/* Called with regions_lock held, after every change to the table. */
+static void known_update(void)
+{
+    unsigned n = n_regions < MEM_KNOWN ? (unsigned)n_regions : MEM_KNOWN;
+    atomic_fetch_add_explicit(&known_seq, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release); /* the odd count is seen before any bound changes */
+    for (unsigned i = 0; i < n; i++) {
+        atomic_store_explicit(&known[i].lo, (uintptr_t)regions[i].base, memory_order_relaxed);
+        atomic_store_explicit(&known[i].hi, (uintptr_t)regions[i].base + regions[i].bytes, memory_order_relaxed);
+    }
+    atomic_store_explicit(&known_n, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&known_seq, 1, memory_order_release);
+}
+
+int tp_mem_known(const void *p)
+{
+    unsigned seq = atomic_load_explicit(&known_seq, memory_order_acquire);
+    if (seq & 1) return 0;
+    unsigned n = atomic_load_explicit(&known_n, memory_order_relaxed);
+    uintptr_t a = (uintptr_t)p;
+    int in = 0;
+    for (unsigned i = 0; i < n && !in; i++)
+        in = a >= atomic_load_explicit(&known[i].lo, memory_order_relaxed) &&
+             a < atomic_load_explicit(&known[i].hi, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire); /* the bounds are read before the count is read again */
+    return in && atomic_load_explicit(&known_seq, memory_order_relaxed) == seq;
+}
 
 static int region_of(const void *p)
 {
@@ -80,6 +120,7 @@ tp_status_t tp_mem_alloc(size_t bytes, void **ptr)
         cap_regions = cap;
     }
     regions[n_regions++] = (mem_region_t){.base = base, .bytes = len, .fd = fd, .ino = (uint64_t)st.st_ino};
+    known_update();
     pthread_mutex_unlock(&regions_lock);
     *ptr = base;
     return TP_OK;
@@ -91,7 +132,10 @@ tp_status_t tp_mem_free(void *ptr)
     pthread_mutex_lock(&regions_lock);
     int i = region_of(ptr);
     mem_region_t r = i >= 0 ? regions[i] : (mem_region_t){0};
-    if (i >= 0 && r.base == ptr) regions[i] = regions[--n_regions];
+    if (i >= 0 && r.base == ptr) {
+        regions[i] = regions[--n_regions];
+        known_update(); /* before munmap: the range may come back as any kind of memory */
+    }
     pthread_mutex_unlock(&regions_lock);
     if (i < 0 || r.base != ptr) {
         tp_log(TP_LOG_ERROR, "mem", "tp_mem_free: %p is not an address tp_mem_alloc returned%s", ptr,

@@ -10,7 +10,7 @@
 #include <string.h>
 
 char fake_cuda_arena[4096];
-int fake_cuda_calls[8]; /* writes, waits, copies, captures asked */
+int fake_cuda_calls[8]; /* writes, waits, copies, captures asked, pointer queries */
 
 static int inited;
 static int mode(const char *m)
@@ -42,6 +42,7 @@ static int DeviceGetPCIBusId(char *out, int len, int d) { return snprintf(out, (
 static int PointerGetAttributes(unsigned n, int *attrs, void **data, unsigned long long p)
 {
     if (!inited) return 3;
+    fake_cuda_calls[4]++;
     const char *q = (const char *)(uintptr_t)p;
     for (unsigned i = 0; i < n; i++) {
         if (attrs[i] != 2) return 1;

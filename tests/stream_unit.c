@@ -4,6 +4,8 @@
  * devices' clean refusal where their driver is absent or unusable (with fake drivers: tests/stream_drivers.sh).
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +182,64 @@ static void test_driver(tp_device_kind_t kind, const char *expect)
 
 /* Against tests/fake_libcuda.c in mode "ok": a CUDA stream and device memory without a GPU, and the dispatcher's
  * refusal of every mismatch between a call's buffers and its stream. */
+/* Buffers from tp_mem_alloc are the host's without a driver query (~90 ns each on a GPU host); once freed, or past
+ * the allocations the lock-free table holds, the driver is asked again. */
+static void test_known_host(const int *calls)
+{
+    enum { MANY = 40 };
+    void *m[MANY] = {NULL};
+    char stack[8];
+    tp_mem_type_t ty = TP_MEM_CUDA;
+    int ok = 1;
+    for (int i = 0; i < MANY; i++) ok = ok && tp_mem_alloc(100, &m[i]) == TP_OK;
+    CHECK(ok, "40 allocations: %s", tp_last_error());
+    int before = calls[4];
+    CHECK(tp_device_of((char *)m[0] + 99, &ty) == &tp_host_device_ops && ty == TP_MEM_HOST && calls[4] == before,
+          "tp_mem_alloc memory is the host's, the driver not asked (%d queries)", calls[4] - before);
+    CHECK(tp_device_of(stack, &ty) == &tp_host_device_ops && calls[4] == before + 1, "other memory is asked about");
+    CHECK(tp_device_of(m[MANY - 1], &ty) == &tp_host_device_ops && ty == TP_MEM_HOST && calls[4] == before + 2,
+          "an allocation past the table's is asked about, and is the host's");
+    void *first = m[0];
+    CHECK(tp_mem_free(first) == TP_OK, "free");
+    m[0] = NULL;
+    CHECK(tp_device_of(first, &ty) == &tp_host_device_ops && calls[4] == before + 3,
+          "a freed allocation's address is asked about again (%d queries)", calls[4] - before);
+    CHECK(tp_device_of(m[MANY - 1], &ty) == &tp_host_device_ops && calls[4] == before + 3,
+          "the table takes in the next allocation when one is freed");
+    for (int i = 0; i < MANY; i++) tp_mem_free(m[i]);
+    CHECK(tp_device_of(m[1], &ty) == &tp_host_device_ops && calls[4] == before + 4, "all freed: asked again");
+}
+
+static atomic_int churn_stop;
+static void *churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_stop)) {
+        void *p = NULL;
+        if (tp_mem_alloc(4096, &p) == TP_OK) tp_mem_free(p);
+    }
+    return NULL;
+}
+
+/* While another thread makes and frees allocations, every answer stays right: device memory is CUDA's and a live
+ * allocation the host's, whichever way each look goes. */
+static void test_known_churn(char *arena)
+{
+    void *mine = NULL;
+    pthread_t t;
+    CHECK(tp_mem_alloc(64, &mine) == TP_OK && pthread_create(&t, NULL, churn, NULL) == 0, "start the churn");
+    int wrong = 0;
+    tp_mem_type_t ty;
+    for (int i = 0; i < 200000; i++) {
+        wrong += tp_device_of(arena + 8, &ty) != &tp_cuda_device_ops || ty != TP_MEM_CUDA;
+        wrong += tp_device_of(mine, &ty) != &tp_host_device_ops || ty != TP_MEM_HOST;
+    }
+    atomic_store(&churn_stop, 1);
+    pthread_join(t, NULL);
+    CHECK(wrong == 0, "answers beside allocations made and freed: %d wrong", wrong);
+    tp_mem_free(mine);
+}
+
 static void test_fake_cuda(void)
 {
     tp_stream_t *cs = NULL, *hs = NULL;
@@ -196,6 +256,8 @@ static void test_fake_cuda(void)
     tp_mem_type_t ty = TP_MEM_HOST;
     CHECK(tp_device_of(arena + 8, &ty) == &tp_cuda_device_ops && ty == TP_MEM_CUDA, "device memory is CUDA's");
     CHECK(tp_device_of(host, &ty) == &tp_host_device_ops && ty == TP_MEM_HOST, "a host buffer stays the host's");
+    test_known_host(calls);
+    test_known_churn(arena);
     coll_comm_t cc = {.n = 1, .ops = {&tp_host_coll_ops}, .state = {NULL}};
     void *state;
     tp_coll_args_t a = {.call = TP_CALL_ALL_REDUCE};
