@@ -2,13 +2,15 @@
  * runtime_mem.c: tp_mem_alloc and tp_mem_free, host memory that same-host peers map and read in place. Each
  * allocation is a memfd sealed against shrinking, mapped shared; the set of live ones lets a transport find the
  * memfd behind a send buffer (tp_mem_find), so a peer reads the bytes with one copy instead of two through a ring.
- * The first MEM_KNOWN of them are also mirrored for readers that take no lock (tp_mem_known): every collective call
- * asks whether its buffers are host memory, and a GPU driver's answer costs ~90 ns a buffer.
+ * Every collective call asks whether its buffers are host memory, and a GPU driver's answer costs ~90 ns a buffer;
+ * tp_mem_known answers for two kinds of memory without the driver: the first MEM_KNOWN allocations, mirrored for
+ * readers that take no lock, and the process's brk heap, where malloc puts the main thread's small buffers.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -54,8 +56,36 @@ static void known_update(void)
     atomic_fetch_add_explicit(&known_seq, 1, memory_order_release);
 }
 
+/* Where the brk heap begins (/proc/self/stat's 47th field, start_brk), 0 where it cannot be read. */
+static uintptr_t heap_start;
+static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
+
+static void find_heap(void)
+{
+    char line[2048];
+    FILE *f = fopen("/proc/self/stat", "re");
+    if (f == NULL) return;
+    char *got = fgets(line, sizeof(line), f), *end = got != NULL ? strrchr(line, ')') : NULL;
+    fclose(f);
+    if (end == NULL) return;
+    char *tok, *save = NULL;
+    int field = 2; /* ")" ends the second field, the command's name, which may hold spaces and parentheses */
+    for (tok = strtok_r(end + 1, " ", &save); tok != NULL && ++field < 47;) tok = strtok_r(NULL, " ", &save);
+    if (tok != NULL) heap_start = (uintptr_t)strtoull(tok, NULL, 10);
+}
+
+/* The heap is one mapping from its start to the break: the kernel grows it only where nothing else is mapped, and
+ * no driver maps over it, so an address below the break is host memory. (The break read may lag a trim by another
+ * thread: the pages that thread's free just gave back, no buffer a caller may still pass.) */
+static int in_heap(uintptr_t a)
+{
+    pthread_once(&heap_once, find_heap);
+    return heap_start != 0 && a >= heap_start && a < (uintptr_t)sbrk(0);
+}
+
 int tp_mem_known(const void *p)
 {
+    if (in_heap((uintptr_t)p)) return 1;
     unsigned seq = atomic_load_explicit(&known_seq, memory_order_acquire);
     if (seq & 1) return 0;
     unsigned n = atomic_load_explicit(&known_n, memory_order_relaxed);
