@@ -112,15 +112,26 @@ typedef struct bench_calls {
     size_t send_bytes;
 } bench_calls_t;
 
-/* One size: 5 untimed calls, then iters timed into t (µs), each after a barrier; with --no-barrier one barrier
- * before them and each call's time the mean, as no single call's time means anything alone. *switches: this rank's
- * context switches (voluntary and not) per call. -1 as soon as a barrier or a call fails. */
+/* Untimed calls before a size's timed ones: enough to move BENCH_WARM_BYTES of send bytes (at least 5, at most 200),
+ * so the timed calls find the transports' pages touched. The first touch of each page through each mapping is paid
+ * once per process, and in a VM dearly: 4 ranks on this project's 2-vCPU VM took ~10 ms (60-80 calls) to get their
+ * shm rings' pages for 1 KiB calls, which 5 calls left inside the timed ones (docs/BENCHMARKS.md, "Tenth pass"). */
+#define BENCH_WARM_BYTES ((size_t)256 << 10)
+static inline int bench_warm_calls(size_t send_bytes)
+{
+    size_t k = send_bytes > 0 ? (BENCH_WARM_BYTES + send_bytes - 1) / send_bytes : 200;
+    return k < 5 ? 5 : k > 200 ? 200 : (int)k;
+}
+
+/* One size: bench_warm_calls untimed calls, then iters timed into t (µs), each after a barrier; with --no-barrier
+ * one barrier before them and each call's time the mean, as no single call's time means anything alone.
+ * *switches: this rank's context switches (voluntary and not) per call. -1 as soon as a barrier or a call fails. */
 static inline int bench_time_calls(const bench_opts_t *o, const bench_calls_t *c, int iters, double *t,
                                    double *switches)
 {
     struct rusage r0, r1;
     double first = 0;
-    for (int i = -5; i < iters; i++) {
+    for (int i = -bench_warm_calls(c->send_bytes); i < iters; i++) {
         if ((!o->no_barrier || i <= 0) && c->barrier(c->ctx) != 0) return -1;
         if (i == 0) getrusage(RUSAGE_SELF, &r0);
         double t0 = c->now_us();
