@@ -20,17 +20,22 @@ static void list_devices(void)
     for (size_t i = 0; i < tp_components_len && n_listed < TP_DEVICES_MAX; i++)
         if (tp_components[i].kind == TP_COMPONENT_DEVICE && tp_components[i].ops != NULL)
             listed[n_listed++] = tp_components[i].ops;
+    /* Each asked once now, so the first call pays for loading their libraries (CUDA's and HIP's dlopen, ~2 ms on
+     * a host without them), not the first call whose buffers lie outside known host memory: a timed loop found it
+     * there (docs/BENCHMARKS.md, "Tenth pass") */
+    tp_mem_type_t type;
+    for (int i = 0; i < n_listed; i++) (void)listed[i]->mem_query(&n_listed, &type);
 }
 
 const tp_device_ops_t *tp_device_of(const void *ptr, tp_mem_type_t *type)
 {
     for (int i = 0; i < n_devices; i++)
         if (devices[i]->mem_query(ptr, type)) return devices[i];
+    pthread_once(&listed_once, list_devices);
     if (tp_mem_known(ptr)) { /* host memory the listed devices would each be asked about in vain */
         *type = TP_MEM_HOST;
         return &tp_host_device_ops;
     }
-    pthread_once(&listed_once, list_devices);
     for (int i = 0; i < n_listed; i++)
         if (listed[i]->mem_query(ptr, type)) return listed[i];
     *type = TP_MEM_HOST;

@@ -376,9 +376,23 @@ static const char *absent(const char *soname, const char *msg)
 
 /* STREAM_UNIT_CUDA / STREAM_UNIT_HIP (tests/stream_drivers.sh): "ok" for a capable fake driver, else the refusal's
  * telling part; unset: the refusal of a host without the library, when the loader finds none. */
+/* The first buffer lookup loads the devices' libraries even when the buffer is known host memory, so that cost
+ * stays in the first call (run first: nothing before has looked a buffer up). */
+static void test_first_lookup_loads(void)
+{
+    char *heap = malloc(64);
+    tp_mem_type_t ty;
+    CHECK(tp_device_of(heap, &ty) == &tp_host_device_ops, "a heap buffer is the host's");
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    CHECK(lib != NULL, "the first lookup, of a heap buffer, loaded the CUDA library");
+    if (lib != NULL) dlclose(lib);
+    free(heap);
+}
+
 int main(void)
 {
     const char *cuda = getenv("STREAM_UNIT_CUDA"), *hip = getenv("STREAM_UNIT_HIP");
+    if (cuda != NULL && strcmp(cuda, "ok") == 0) test_first_lookup_loads();
     test_create_args();
     test_order_and_hold();
     test_values();
