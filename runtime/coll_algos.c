@@ -5,7 +5,12 @@
  * them every rank has heard from every rank through a chain of frames whose identities each receiver compared with
  * its own.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "coll_internal.h"
+#include "runtime_log.h"
 
 #define DISSEM_MAX_ROUNDS 32
 #define DISSEM_SEGS 3 /* frames per round: the sender's own block, then the others split where they wrap */
@@ -38,8 +43,9 @@ static int segments(int top, int cnt, int n, int split_top, seg_t out[DISSEM_SEG
 /* Posts round r's sends (to rank + d) or receives (from rank - d); both sides derive the same frames. */
 static tp_status_t post_round(coll_call_t *c, const coll_dissem_t *m, int r, int is_send)
 {
-    int me = c->comm->rank, n = c->comm->size, d = 1 << r;
-    int peer = is_send ? (me + d) % n : (me - d + n) % n, sender = is_send ? me : peer;
+    int n = c->comm->size, d = 1 << r, me = m->place != NULL ? m->place[c->comm->rank] : c->comm->rank;
+    int at = is_send ? (me + d) % n : (me - d + n) % n, sender = is_send ? me : at; /* places on the ring */
+    int peer = m->order != NULL ? m->order[at] : at;
     uint8_t step = (uint8_t)(DISSEM_SEGS * r);
     if (m->blocks == NULL) { /* barrier (no bytes) or broadcast: the root's bytes ride the round that reaches
                               * a rank first, once */
@@ -83,8 +89,71 @@ tp_status_t coll_dissem(coll_call_t *c, const coll_dissem_t *m)
 
 tp_status_t coll_barrier(coll_call_t *c)
 {
-    coll_dissem_t m = {0};
+    coll_dissem_t m = {.order = c->cs->order, .place = c->cs->place};
     return coll_dissem(c, &m);
+}
+
+/* A rank's one CPU, or -1 when its record names none or several. */
+static long single_cpu(const char *cpus)
+{
+    char *end;
+    if (cpus == NULL || *cpus < '0' || *cpus > '9') return -1;
+    long cpu = strtol(cpus, &end, 10);
+    return *end == '\0' ? cpu : -1;
+}
+
+tp_status_t coll_dissem_ring(const tp_comm_t *comm, int **order, int **place)
+{
+    int n = comm->size, groups = 0, shared = 0;
+    *order = *place = NULL;
+    if (n < 3) return TP_OK;
+    int *group = malloc((size_t)n * sizeof(int)), *first = malloc((size_t)n * sizeof(int));
+    int *o = malloc((size_t)n * sizeof(int)), *pl = malloc((size_t)n * sizeof(int));
+    if (group == NULL || first == NULL || o == NULL || pl == NULL) {
+        free(group), free(first), free(o), free(pl);
+        return TP_ERR_NO_MEMORY;
+    }
+    /* Group the ranks by kernel and CPU, groups numbered by their lowest rank. */
+    int bound = 1;
+    for (int i = 0; i < n && bound; i++) {
+        const tp_peer_record_t *me = &comm->world->peers[comm->world_ranks[i]];
+        long cpu = single_cpu(me->cpus);
+        bound = cpu >= 0 && me->kernel != NULL;
+        group[i] = -1;
+        for (int g = 0; bound && g < groups && group[i] < 0; g++) {
+            const tp_peer_record_t *f = &comm->world->peers[comm->world_ranks[first[g]]];
+            if (single_cpu(f->cpus) == cpu && strcmp(f->kernel, me->kernel) == 0) group[i] = g;
+        }
+        if (group[i] < 0) first[group[i] = groups++] = i;
+        else shared = 1;
+    }
+    /* Round robin over the groups: the k-th rank of each group, group by group, for k = 0, 1, ... */
+    int placed = 0;
+    for (int k = 0; bound && shared && placed < n; k++)
+        for (int g = 0; g < groups; g++) {
+            int seen = 0;
+            for (int i = 0; i < n; i++)
+                if (group[i] == g && seen++ == k) {
+                    pl[i] = placed;
+                    o[placed++] = i;
+                    break;
+                }
+        }
+    int identity = 1;
+    for (int v = 0; bound && shared && v < n; v++) identity = identity && o[v] == v;
+    free(group), free(first);
+    if (!bound || !shared || identity) {
+        free(o), free(pl);
+        return TP_OK;
+    }
+    *order = o;
+    *place = pl;
+    char list[96] = "";
+    for (int v = 0, used = 0; v < n && used < (int)sizeof(list) - 12; v++)
+        used += snprintf(list + used, sizeof(list) - (size_t)used, "%s%d", v > 0 ? "," : "", o[v]);
+    tp_log(TP_LOG_DEBUG, "coll", "ranks share CPUs: the barrier and small all_reduce go round the ring %s%s", list,
+           n > 16 ? ",..." : "");
+    return TP_OK;
 }
 
 /*

@@ -14,14 +14,14 @@ static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv
     int me = c->comm->rank, n = c->comm->size;
     coll_state_t *cs = c->cs;
     size_t bytes = count * es;
-    for (int p = 0; p < n; p++) { /* one block per rank, consecutive in scratch (this rank's stays unused) */
-        cs->rbuf[p] = cs->scratch + (size_t)p * bytes;
-        cs->rlen[p] = bytes;
+    for (int v = 0; v < n; v++) { /* one block per place on the ring, consecutive in scratch (this rank's unused) */
+        cs->rbuf[v] = cs->scratch + (size_t)v * bytes;
+        cs->rlen[v] = bytes;
     }
-    coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen, .own = send};
+    coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen, .own = send, .order = cs->order, .place = cs->place};
     tp_status_t s = coll_dissem(c, &m);
     if (s != TP_OK) return s;
-    for (int p = 0; p < n; p++) cs->srcs[p] = p == me ? send : cs->rbuf[p];
+    for (int p = 0; p < n; p++) cs->srcs[p] = p == me ? send : cs->rbuf[cs->place != NULL ? cs->place[p] : p];
     return c->dev->reduce(c->id.dtype, c->id.op, recv, cs->srcs, n, count, NULL);
 }
 

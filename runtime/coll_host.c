@@ -25,6 +25,8 @@ static void host_comm_destroy(void *state)
     free(cs->rlen);
     free(cs->scratch);
     coll_hier_free(cs->hier);
+    free(cs->order);
+    free(cs->place);
     free(cs);
 }
 
@@ -51,9 +53,11 @@ static tp_status_t host_comm_create(tp_comm_t *comm, void **state)
     /* malloc'd, not touched: pages are only committed when a large call uses them */
     cs->scratch = n > 1 ? malloc(n * COLL_WINDOW * cs->slot_bytes) : NULL;
     cs->hier = coll_hier_find(comm);
-    if (cs->hier == NULL || cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL || cs->srcs == NULL ||
-        cs->xa == NULL || cs->xb == NULL || cs->next == NULL || cs->pieces == NULL || cs->sbuf == NULL ||
-        cs->rbuf == NULL || cs->slen == NULL || cs->rlen == NULL || (n > 1 && cs->scratch == NULL)) {
+    tp_status_t ring = coll_dissem_ring(comm, &cs->order, &cs->place);
+    if (ring != TP_OK || cs->hier == NULL || cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL ||
+        cs->srcs == NULL || cs->xa == NULL || cs->xb == NULL || cs->next == NULL || cs->pieces == NULL ||
+        cs->sbuf == NULL || cs->rbuf == NULL || cs->slen == NULL || cs->rlen == NULL ||
+        (n > 1 && cs->scratch == NULL)) {
         host_comm_destroy(cs);
         return TP_ERR_NO_MEMORY;
     }

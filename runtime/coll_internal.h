@@ -28,6 +28,7 @@ typedef struct coll_state {
     tp_xfer_t **xa, **xb;
     size_t *next;
     struct coll_hier *hier; /* the comm's hosts (coll_hier.c) */
+    int *order, *place;     /* the dissemination ring of the barrier and small all_reduce; NULL: rank order */
 } coll_state_t;
 
 typedef struct coll_call {
@@ -80,8 +81,15 @@ typedef struct coll_dissem {
     void *buf;
     size_t bytes;
     int root;
+    /* The ring's order (coll_dissem_ring): order[v] is the comm rank at place v, place[r] the place of rank r, and
+     * blocks and lens go by place; NULL: rank order. Not with a root. */
+    const int *order, *place;
 } coll_dissem_t;
 tp_status_t coll_dissem(coll_call_t *c, const coll_dissem_t *m);
+/* The dissemination ring for a comm whose ranks share CPUs: where every rank is bound to one CPU and some CPU holds
+ * several, ranks that share one are spread around the ring (block 0,1 | 2,3 becomes 0,2,1,3), so the first round
+ * crosses CPUs and the last stays on one. *order and *place stay NULL (rank order) otherwise. */
+tp_status_t coll_dissem_ring(const tp_comm_t *comm, int **order, int **place);
 
 /* Algorithms (called with validated arguments, size > 1). */
 tp_status_t coll_barrier(coll_call_t *c);
