@@ -102,46 +102,80 @@ static long single_cpu(const char *cpus)
     return *end == '\0' ? cpu : -1;
 }
 
+/* A rank's CPU and kernel, for grouping the ranks that share a CPU. */
+typedef struct ring_key {
+    const char *kernel;
+    long cpu;
+    int rank;
+} ring_key_t;
+
+/* By kernel, then CPU, then rank: ranks that share a CPU end up side by side, lowest rank first. */
+static int ring_key_cmp(const void *a, const void *b)
+{
+    const ring_key_t *x = a, *y = b;
+    int k = strcmp(x->kernel, y->kernel);
+    if (k != 0) return k;
+    if (x->cpu != y->cpu) return x->cpu < y->cpu ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The ranks of one CPU: key[start .. start + len), the lowest rank first. */
+typedef struct ring_run {
+    int start, len, low;
+} ring_run_t;
+
+static int ring_run_cmp(const void *a, const void *b)
+{
+    int x = ((const ring_run_t *)a)->low, y = ((const ring_run_t *)b)->low;
+    return (x > y) - (x < y);
+}
+
 tp_status_t coll_dissem_ring(const tp_comm_t *comm, int **order, int **place)
 {
-    int n = comm->size, groups = 0, shared = 0;
+    int n = comm->size;
     *order = *place = NULL;
     if (n < 3) return TP_OK;
-    int *group = malloc((size_t)n * sizeof(int)), *first = malloc((size_t)n * sizeof(int));
+    ring_key_t *key = malloc((size_t)n * sizeof(*key));
+    ring_run_t *run = malloc((size_t)n * sizeof(*run)); /* one per CPU */
     int *o = malloc((size_t)n * sizeof(int)), *pl = malloc((size_t)n * sizeof(int));
-    if (group == NULL || first == NULL || o == NULL || pl == NULL) {
-        free(group), free(first), free(o), free(pl);
+    if (key == NULL || run == NULL || o == NULL || pl == NULL) {
+        free(key), free(run), free(o), free(pl);
         return TP_ERR_NO_MEMORY;
     }
-    /* Group the ranks by kernel and CPU, groups numbered by their lowest rank. */
-    int bound = 1;
+    int bound = 1, runs = 0, shared = 0;
     for (int i = 0; i < n && bound; i++) {
         const tp_peer_record_t *me = &comm->world->peers[comm->world_ranks[i]];
-        long cpu = single_cpu(me->cpus);
-        bound = cpu >= 0 && me->kernel != NULL;
-        group[i] = -1;
-        for (int g = 0; bound && g < groups && group[i] < 0; g++) {
-            const tp_peer_record_t *f = &comm->world->peers[comm->world_ranks[first[g]]];
-            if (single_cpu(f->cpus) == cpu && strcmp(f->kernel, me->kernel) == 0) group[i] = g;
-        }
-        if (group[i] < 0) first[group[i] = groups++] = i;
-        else shared = 1;
+        key[i] = (ring_key_t){.kernel = me->kernel, .cpu = single_cpu(me->cpus), .rank = i};
+        bound = key[i].cpu >= 0 && me->kernel != NULL;
     }
-    /* Round robin over the groups: the k-th rank of each group, group by group, for k = 0, 1, ... */
-    int placed = 0;
-    for (int k = 0; bound && shared && placed < n; k++)
-        for (int g = 0; g < groups; g++) {
-            int seen = 0;
-            for (int i = 0; i < n; i++)
-                if (group[i] == g && seen++ == k) {
-                    pl[i] = placed;
-                    o[placed++] = i;
-                    break;
-                }
+    if (bound) {
+        qsort(key, (size_t)n, sizeof(*key), ring_key_cmp);
+        for (int i = 0; i < n; i++)
+            if (i > 0 && key[i].cpu == key[i - 1].cpu && strcmp(key[i].kernel, key[i - 1].kernel) == 0) {
+                run[runs - 1].len++;
+                shared = 1;
+            } else {
+                run[runs++] = (ring_run_t){.start = i, .len = 1, .low = key[i].rank};
+            }
+    }
+    int placed = 0, identity = 1;
+    if (bound && shared) {
+        qsort(run, (size_t)runs, sizeof(*run), ring_run_cmp);
+        /* Round robin over the CPUs: the k-th rank of each, CPU by CPU, for k = 0, 1, ...; a CPU whose ranks are
+         * all placed leaves the list. */
+        for (int k = 0; runs > 0; k++) {
+            int left = 0;
+            for (int g = 0; g < runs; g++) {
+                int r = key[run[g].start + k].rank;
+                pl[r] = placed;
+                identity = identity && r == placed;
+                o[placed++] = r;
+                if (run[g].len > k + 1) run[left++] = run[g];
+            }
+            runs = left;
         }
-    int identity = 1;
-    for (int v = 0; bound && shared && v < n; v++) identity = identity && o[v] == v;
-    free(group), free(first);
+    }
+    free(key), free(run);
     if (!bound || !shared || identity) {
         free(o), free(pl);
         return TP_OK;
