@@ -182,8 +182,6 @@ static void test_driver(tp_device_kind_t kind, const char *expect)
           "the same answer again: %s", tp_last_error());
 }
 
-/* Against tests/fake_libcuda.c in mode "ok": a CUDA stream and device memory without a GPU, and the dispatcher's
- * refusal of every mismatch between a call's buffers and its stream. */
 /* Buffers from tp_mem_alloc are the host's without a driver query (~90 ns each on a GPU host); once freed, or past
  * the allocations the lock-free table holds, the driver is asked again. */
 static void test_known_host(const int *calls)
@@ -276,6 +274,8 @@ static void test_known_churn(char *arena)
     tp_mem_free(mine);
 }
 
+/* Against tests/fake_libcuda.c in mode "ok": a CUDA stream and device memory without a GPU, and the dispatcher's
+ * refusal of every mismatch between a call's buffers and its stream. */
 static void test_fake_cuda(void)
 {
     tp_stream_t *cs = NULL, *hs = NULL;
@@ -374,8 +374,6 @@ static const char *absent(const char *soname, const char *msg)
     return NULL;
 }
 
-/* STREAM_UNIT_CUDA / STREAM_UNIT_HIP (tests/stream_drivers.sh): "ok" for a capable fake driver, else the refusal's
- * telling part; unset: the refusal of a host without the library, when the loader finds none. */
 /* The first buffer lookup loads the devices' libraries even when the buffer is known host memory, so that cost
  * stays in the first call (run first: nothing before has looked a buffer up). */
 static void test_first_lookup_loads(void)
@@ -389,6 +387,8 @@ static void test_first_lookup_loads(void)
     free(heap);
 }
 
+/* STREAM_UNIT_CUDA / STREAM_UNIT_HIP (tests/stream_drivers.sh): "ok" for a capable fake driver, else the refusal's
+ * telling part; unset: the refusal of a host without the library, when the loader finds none. */
 int main(void)
 {
     const char *cuda = getenv("STREAM_UNIT_CUDA"), *hip = getenv("STREAM_UNIT_HIP");
