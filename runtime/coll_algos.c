@@ -185,8 +185,8 @@ tp_status_t coll_dissem_ring(const tp_comm_t *comm, int **order, int **place)
     char list[96] = "";
     for (int v = 0, used = 0; v < n && used < (int)sizeof(list) - 12; v++)
         used += snprintf(list + used, sizeof(list) - (size_t)used, "%s%d", v > 0 ? "," : "", o[v]);
-    tp_log(TP_LOG_DEBUG, "coll", "ranks share CPUs: the barrier and small all_reduce go round the ring %s%s", list,
-           n > 16 ? ",..." : "");
+    tp_log(TP_LOG_DEBUG, "coll", "ranks share CPUs: barrier, small all_reduce and all_gather go round the ring %s%s",
+           list, n > 16 ? ",..." : "");
     return TP_OK;
 }
 

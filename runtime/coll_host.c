@@ -83,9 +83,29 @@ static tp_status_t host_broadcast(void *state, const tp_coll_args_t *a)
     return finish(&c, coll_broadcast(&c, a->recv, bytes, a->peer));
 }
 
+/* The small all_gather round the shared-CPU ring (coll_dissem_ring): the blocks land in scratch by place, this rank's
+ * own goes from own, then each moves into its rank's place in rbuf. */
+static tp_status_t gather_small_ring(coll_call_t *c, const void *own)
+{
+    coll_state_t *cs = c->cs;
+    int me = c->comm->rank, n = c->comm->size;
+    size_t at = 0;
+    for (int v = 0; v < n; v++) {
+        cs->sbuf[v] = cs->scratch + at;
+        cs->slen[v] = cs->rlen[cs->order[v]];
+        at += cs->slen[v];
+    }
+    coll_dissem_t m = {.blocks = cs->sbuf, .lens = cs->slen, .own = own, .order = cs->order, .place = cs->place};
+    tp_status_t s = coll_dissem(c, &m);
+    for (int p = 0; p < n && s == TP_OK; p++)
+        if (p != me && cs->rlen[p] > 0) s = c->dev->copy(cs->rbuf[p], cs->sbuf[cs->place[p]], cs->rlen[p], NULL);
+    return s;
+}
+
 /* all_gather and all_gatherv: own block into place (none when already there), then dissemination when what comes in
- * is small, else every peer at once: there a transport that mirrors what it sends puts the own block into place as it
- * sends it (the source is read once). */
+ * is small (round the shared-CPU ring where there is one and the blocks fit in scratch), else every peer at once:
+ * there a transport that mirrors what it sends puts the own block into place as it sends it (the source is read
+ * once). */
 static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, const size_t *counts, size_t count,
                                  size_t es)
 {
@@ -105,6 +125,7 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
     if (s != TP_OK || n == 1) return s;
     if (hier) return coll_hier_gather(c, cs->rbuf, cs->rlen);
     if (small) { /* the same choice on every rank, whatever its own count */
+        if (cs->order != NULL && off <= (size_t)n * COLL_WINDOW * cs->slot_bytes) return gather_small_ring(c, mine);
         coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
         return coll_dissem(c, &m);
     }

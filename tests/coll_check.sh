@@ -23,7 +23,8 @@ for pb in 64 65 71; do
 done
 TP_PART_BYTES=71 run 4 ./tests/coll_check
 # Ranks bound two or more to a CPU, as a launcher other than tprun may bind them (TP_BIND_CPUS unset: each rank
-# records the CPU it has): the barrier and small all_reduce go round a ring that spreads them, with the same bits.
+# records the CPU it has): the barrier, small all_reduce and small all_gather go round a ring that spreads them, with
+# the same bits.
 first_two_cpus() { # the first two CPUs this process may run on, from a list like "0-3,8"
     local list c a b out=()
     list=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
