@@ -3,22 +3,30 @@
 # interleaved rounds: each round runs every variant of ours and then Open MPI, so a ratio compares runs minutes
 # apart at most. Prints, per op and size, each round's p50 ratio to Open MPI and the median. Not run by make check.
 #   examples/bench/tcp_bench.sh [--rounds N] [--sizes LIST] [--ops LIST] [--iters N] [--ranks N] [--json FILE]
-#                               [--stat p50|p10|min|p90] [--variant NAME=SETTINGS]...
+#                               [--stat p50|p10|min|p90] [--no-barrier] [--variant NAME=SETTINGS]...
 # A variant is a name and space-separated VAR=value settings for its tprun run, e.g. --variant 'p1m=TP_PART_BYTES=1M';
 # BUILD=dir among them runs dir/tprun and dir/tp-bench instead (another build, for before/after in one run). Without
 # --variant one variant "tcp" runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
-# the per-call statistic compared (default p50; min and p10 show the path without the machine's load).
+# the per-call statistic compared (default p50; min and p10 show the path without the machine's load). --no-barrier
+# has both programs time their calls back to back after one barrier (a row is then the slowest rank's mean per call,
+# the same for every --stat): a barrier before each call leaves the two ranks' starts apart by a varying amount, which
+# a 16 B call over loopback TCP carries in full.
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
 # rank per core (coll_bench.sh does the same).
 set -euo pipefail
 export TP_BIND_TO=${TP_BIND_TO:-core}
 here=$(cd "$(dirname "$0")" && pwd)
-rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=()
+rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=() no_barrier=()
 die() {
     echo "tcp_bench.sh: $*" >&2
     exit 1
 }
 while [ $# -gt 0 ]; do
+    if [ "$1" = --no-barrier ]; then
+        no_barrier=(--no-barrier)
+        shift
+        continue
+    fi
     [ $# -ge 2 ] || die "$1 needs a value (see the comment at the top of $0)"
     case $1 in
     --rounds) rounds=$2 ;;
@@ -40,7 +48,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tcp-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mpicc.openmpi -O2 -o "$work/ompi_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err" ||
     die "mpicc.openmpi cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
-args=(--json --ops "$ops" --sizes "$sizes")
+args=(--json --ops "$ops" --sizes "$sizes" ${no_barrier[@]+"${no_barrier[@]}"})
 [ -z "$iters" ] || args+=(--iters "$iters")
 results=$work/rows.jsonl
 for round in $(seq 1 "$rounds"); do
