@@ -14,7 +14,10 @@ tests_bench_reduce_bench_LDADD = libtp_internal.la
 tests_bench_reduce_bench_LDFLAGS = -no-install
 # The cache-line floor between CPUs 0 and 1 (which vCPU placement regime a shm benchmark ran in).
 noinst_PROGRAMS += tests/bench/floor_probe
-tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c
+tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c tests/bench/pinned_pair.h
+# What the single-copy path (memcpy + process_vm_readv) costs a rank of a 2-rank all_gather (tests/bench/copy_floor.c).
+noinst_PROGRAMS += tests/bench/copy_floor
+tests_bench_copy_floor_SOURCES = tests/bench/copy_floor.c tests/bench/pinned_pair.h
 # Staged all_gather and its floors (tests/bench/stage_bench.c: tprun -n 2 ./tests/bench/stage_bench [--cuda]).
 noinst_PROGRAMS += tests/bench/stage_bench
 tests_bench_stage_bench_SOURCES = tests/bench/stage_bench.c

@@ -2,34 +2,17 @@
  * floor_probe: the one-way latency of a cache line between two processes pinned to CPUs 0 and 1 (median of 9
  * batches of ping-pongs), so a shared-memory benchmark can say which vCPU placement regime it ran in.
  */
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "pinned_pair.h"
 
 #define ROUNDS  20000
 #define BATCHES 9
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static void pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    sched_setaffinity(0, sizeof(set), &set); /* one CPU only: the probe then measures a single core */
-}
-
-static int cmp(const void *a, const void *b) { return *(const double *)a < *(const double *)b ? -1 : 1; }
 
 int main(void)
 {
@@ -60,7 +43,7 @@ int main(void)
         one_way[b] = (now_us() - t0) / ROUNDS / 2;
     }
     waitpid(child, NULL, 0);
-    qsort(one_way, BATCHES, sizeof(double), cmp);
+    qsort(one_way, BATCHES, sizeof(double), cmp_double);
     printf("floor probe: cache line one way %.3f us (median of %d batches of %d round trips, CPUs 0 and 1)\n",
            one_way[BATCHES / 2], BATCHES, ROUNDS);
     return 0;
