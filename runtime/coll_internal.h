@@ -28,7 +28,7 @@ typedef struct coll_state {
     tp_xfer_t **xa, **xb;
     size_t *next;
     struct coll_hier *hier; /* the comm's hosts (coll_hier.c) */
-    int *order, *place;     /* the dissemination ring of the barrier, small all_reduce and all_gather; NULL: rank order */
+    int *order, *place;     /* the shared-CPU dissemination ring (coll_dissem_ring); NULL: rank order */
 } coll_state_t;
 
 typedef struct coll_call {
