@@ -155,7 +155,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 6
+#define TP_TRANSPORT_ABI 7
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -249,6 +249,8 @@ typedef struct tp_xfer {
     struct tp_xfer *next;
     size_t frame_off; /* bytes of the current frame moved, header included */
     uint8_t wire[TP_FRAME_HEADER_BYTES];
+    uint8_t prefix[8];   /* bytes a transport sends ahead of the first frame (tcp: an order mark) */
+    uint8_t prefix_left; /* of those, still to go (the last prefix_left of the 8) */
 } tp_xfer_t;
 
 /* A transport's post: x starts over (nothing moved, no frame begun), its parts at most max_part bytes (the env's

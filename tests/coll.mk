@@ -12,7 +12,7 @@ tests_stream_unit_SOURCES = tests/stream_unit.c
 tests_stream_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
 tests_stream_unit_LDADD = libtp_internal.la -lm
 tests_stream_unit_LDFLAGS = -no-install
-EXTRA_DIST += tests/fake_libcuda.c tests/fake_libamdhip64.c tests/stream_drivers.sh tests/reduce_ref.h
+EXTRA_DIST += tests/fake_libcuda.c tests/fake_libamdhip64.c tests/stream_drivers.sh tests/reduce_ref.h tests/tcp_raw.h
 # GPU tests: exit 77 without a usable GPU.
 tests_gpu_cuda_device_SOURCES = tests/gpu/cuda_device.c
 tests_gpu_cuda_device_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
@@ -25,6 +25,11 @@ tests_coll_fault_SOURCES = tests/coll_fault.c
 tests_coll_fault_LDADD = libtp_internal.la
 # -Wl,--wrap: the oversize mode rewrites one frame header on its way into the socket.
 tests_coll_fault_LDFLAGS = -no-install -Wl,--wrap=sendmsg
+check_PROGRAMS += tests/tcp_order
+tests_tcp_order_SOURCES = tests/tcp_order.c
+tests_tcp_order_LDADD = libtp_internal.la
+tests_tcp_order_LDFLAGS = -no-install
+TESTS += tests/tcp_order
 tests_coll_intruder_SOURCES = tests/coll_intruder.c
 tests_coll_intruder_LDADD = libtp.la
 tests_coll_intruder_LDFLAGS = -no-install

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Desync (collective, count, type, root; dissemination against an all-peers algorithm) at 2-5 ranks: with
+# Desync (collective, count, type, root; dissemination against an all-peers algorithm) at 2-5 ranks (tcp: 2-3): with
 # TP_ERRORS=return every rank's call fails naming the mismatch (the one rank 0 took first); by default (fatal) every
 # rank exits 70 naming it. A peer
 # SIGKILLed mid-call (over shm, then tcp): the others fail with TP_ERR_PEER_FAILED naming it, seen through the
@@ -10,12 +10,18 @@ TPRUN=${TPRUN:-./tprun}
 PROG=./tests/coll_fault
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-for mode in desync-coll desync-count desync-type desync-root desync-large desync-barrier; do
-    for n in 2 3 4 5; do
-        out=$(TP_ERRORS=return timeout 30 "$TPRUN" -n $n $PROG $mode 2>&1)
-        got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: tp_[a-z_]*: peer rank [0-9]* (.*) failed: ranks called different collectives: desync with rank")
-        if [ "$got" -eq "$n" ]; then echo "ok: $mode at $n ranks: every rank failed with a desync"
-        else fail "$mode at $n ranks: $got of $n ranks reported the desync"; echo "$out" | tail -12; fi
+# Over shm (the default on one host), then over tcp at 2 and 3 ranks: tcp routes small and large transfers on two
+# connections per pair, and a desync must still be seen in the order the calls were made.
+for tr in shm tcp; do
+    sizes="2 3 4 5"
+    [ "$tr" = tcp ] && sizes="2 3"
+    for mode in desync-coll desync-count desync-type desync-root desync-large desync-barrier; do
+        for n in $sizes; do
+            out=$(TP_TRANSPORTS=$tr TP_ERRORS=return timeout 30 "$TPRUN" -n $n $PROG $mode 2>&1)
+            got=$(echo "$out" | grep -c "^rank [0-9]*: $mode: ranks called different collectives: tp_[a-z_]*: peer rank [0-9]* (.*) failed: ranks called different collectives: desync with rank")
+            if [ "$got" -eq "$n" ]; then echo "ok: $tr: $mode at $n ranks: every rank failed with a desync"
+            else fail "$tr: $mode at $n ranks: $got of $n ranks reported the desync"; echo "$out" | tail -12; fi
+        done
     done
 done
 # The hierarchical algorithms (TP_COLL_HIER=on; TP_HOST names pretend hosts) on 2 hosts x 2 ranks, consecutive and

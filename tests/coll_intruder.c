@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <tp_provider.h>
 
+#include "tcp_raw.h"
+
 #define MAX_SIZE 129 /* the largest world opened here (the burst's) */
 
 /* The TCP transport, found among the registered ones: this test reaches it through its ops table only. */
@@ -208,21 +210,10 @@ static int burst_test(void)
  * admitting it, as a listener drops a handshake it held past its deadline; returns once two are admitted. */
 static int fake_listener(int lfd, const uint8_t key[TP_JOB_KEY_BYTES], int always)
 {
-    int handshakes = 0, admitted = 0;
+    int handshakes = 0, admitted = 0, rank;
     while (admitted < 2) {
-        struct pollfd p = {.fd = lfd, .events = POLLIN};
-        if (poll(&p, 1, 20000) != 1) return 3;
-        int fd = accept(lfd, NULL, NULL);
-        tp_auth_accept_t a;
-        tp_auth_accept_init(&a);
-        tp_auth_result_t r = TP_AUTH_MORE;
-        char why[160];
-        while (fd >= 0 && r == TP_AUTH_MORE) {
-            struct pollfd q = {.fd = fd, .events = POLLIN};
-            if (poll(&q, 1, 20000) != 1) return 4;
-            r = tp_auth_accept_step(&a, fd, key, TP_CONN_TCP, why, sizeof(why));
-        }
-        if (r != TP_AUTH_DONE) return 5;
+        int fd = tcp_raw_accept(lfd, key, &rank);
+        if (fd < 0) return 5;
         if (always || ++handshakes == 1) { /* authenticated, then dropped before the admission byte */
             close(fd);
             continue;

@@ -23,25 +23,53 @@
 #define TCP_REACH_PRIORITY 1  /* reach's answer: every other transport that reaches a peer is preferred */
 #define TCP_IOV_MAX        64 /* iovecs per sendmsg: several small frames go in one system call */
 
-/*
- * Two connections per pair of ranks, one per direction: a rank sends on the one it owns and reads the other, so a
- * send never holds the socket lock that the peer's incoming bytes need (both directions at once run at twice the
- * rate of one shared socket on loopback).
- */
-typedef struct tcp_conn {
-    int fd;  /* frames from this rank arrive here; -1: not connected */
-    int sfd; /* frames to this rank leave here; -1: not connected */
-    int peer;
-    int first_candidate;     /* the peer's address that connected the first direction: the second starts there */
-    tp_status_t broken;      /* TP_OK, or why this connection is not read (or used at all) again */
-    tp_status_t send_broken; /* TP_OK, or why nothing more is sent: a frame went out only in part, or the peer died */
-    tp_xfer_t *send_head, *send_tail;
-    tp_xfer_t *recv_head, *recv_tail; /* posted receives, matched by header */
-    uint8_t *rx;
+/* Transfers of at most this many bytes go both ways on the lower rank's connection: each end's frames carry the
+ * acknowledgement of the other's, where a connection used one way sends a bare acknowledgement segment for every
+ * second frame. Larger ones stay on the sender's own: back to back, two ends writing one socket cost more than the
+ * acknowledgements save (BENCHMARKS.md). */
+#ifndef TCP_SHARED_BYTES
+#define TCP_SHARED_BYTES 256
+#endif
+#define TCP_OTHER_READ_EVERY 8 /* spins: how often the lower rank reads the socket a peer's next frame is not due on */
+/* An order mark: when a rank's sends to a peer move to its other socket, this goes first on the new one, with the
+ * number of frames sent on the old one so far (the move waits until all of them are out); the receiver takes
+ * nothing more from the new one until it has taken that many from the old, so each direction is one stream of
+ * frames in the order they were posted, as over one connection. */
+#define TCP_MARK_MAGIC 0x31525054u /* "TPR1" */
+#define TCP_MARK_BYTES 8           /* magic, then the frame count, both little-endian 32-bit */
+
+/* One socket of a pair, and what moves through it in either direction. */
+typedef struct tcp_sock {
+    int fd;                           /* -1: not connected */
+    tp_xfer_t *send_head, *send_tail; /* sends queued on it */
+    uint32_t posted;                  /* frames queued on it so far (an order mark on the other counts them) */
+    uint32_t sent;                    /* frames written whole to it */
+    uint8_t *rx;                      /* bytes read from it; NULL on a socket this rank never reads */
     size_t rx_start, rx_end;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;    /* payload bytes of the current frame still to come */
     int held;          /* a whole header waits at rx_start for a receive that matches it */
+    uint32_t taken;    /* frames read whole from it */
+    uint32_t gate;     /* with gated: its next frame waits until the other socket has given this many */
+    int gated;
+} tcp_sock_t;
+
+/*
+ * Two connections per pair of ranks, one owned by each end for its large transfers, so a send never holds the
+ * socket lock that the peer's incoming bytes need (both directions at once run at twice the rate of one shared
+ * socket on loopback). Small transfers take the lower rank's both ways (TCP_SHARED_BYTES); order marks keep each
+ * direction one ordered stream of frames across the two.
+ */
+typedef struct tcp_conn {
+    tcp_sock_t in;  /* the peer owns it: its large transfers arrive here (and, when it is the higher rank, all) */
+    tcp_sock_t out; /* this rank owns it: its large transfers leave here (and, when it is the lower rank, all) */
+    tcp_sock_t *last_send; /* the socket the last send to this peer was queued on; NULL before the first */
+    unsigned idle_reads;   /* spins that skipped or made the read of the socket no frame was due on */
+    int peer;
+    int first_candidate;     /* the peer's address that connected the first direction: the second starts there */
+    tp_status_t broken;      /* TP_OK, or why this peer's frames are not read (or anything used at all) again */
+    tp_status_t send_broken; /* TP_OK, or why nothing more is sent: a frame went out only in part, or the peer died */
+    tp_xfer_t *recv_head, *recv_tail; /* posted receives, matched by header from either socket */
 } tcp_conn_t;
 
 #define TCP_ADMITTED 'A' /* the listener's one byte after a handshake: the connection is taken */

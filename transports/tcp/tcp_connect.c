@@ -100,7 +100,7 @@ static int within_host(int fd)
     return me.sin_addr.s_addr == them.sin_addr.s_addr || (ntohl(them.sin_addr.s_addr) >> 24) == 127;
 }
 
-/* Non-blocking, no Nagle, socket buffers: ready for the data path, in one direction. */
+/* Non-blocking, no Nagle, socket buffers: ready for the data path (read too when it carries small calls in). */
 static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
 {
     int one = 1;
@@ -115,13 +115,9 @@ static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
 #endif
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     tcp_conn_t *c = &st->conns[peer];
-    if (is_send) {
-        c->sfd = fd;
-        return TP_OK;
-    }
-    c->rx = malloc(TCP_RX_BYTES);
-    if (c->rx == NULL) return TP_ERR_NO_MEMORY;
-    c->fd = fd;
+    tcp_sock_t *k = is_send ? &c->out : &c->in;
+    if ((!is_send || st->env.rank < peer) && (k->rx = malloc(TCP_RX_BYTES)) == NULL) return TP_ERR_NO_MEMORY;
+    k->fd = fd;
     return TP_OK;
 }
 
@@ -334,7 +330,7 @@ tp_status_t tcp_links_need(tcp_state_t *st, int peer)
     tcp_conn_t *c = &st->conns[peer];
     if (l == NULL || !l->use[peer]) return TP_ERR_INVALID;
     if (peer > st->env.rank) { /* it dials this rank when it first needs it; its admission wakes the wait */
-        if (l->error[0] != '\0' && (c->fd < 0 || c->sfd < 0)) {
+        if (l->error[0] != '\0' && (c->in.fd < 0 || c->out.fd < 0)) {
             tp_log(TP_LOG_ERROR, "tcp", "rank %d cannot connect to this rank: %s", peer, l->error);
             return TP_ERR_SYSTEM;
         }
@@ -343,8 +339,8 @@ tp_status_t tcp_links_need(tcp_state_t *st, int peer)
     if (c->send_broken != TP_OK) return c->send_broken;
     int64_t deadline = tp_now_ns() + (int64_t)(st->env.connect_timeout_s * 1e9);
     tp_status_t s = TP_OK;
-    if (c->sfd < 0) s = dial(st, peer, l->dial[peer], deadline, 1);
-    if (s == TP_OK && c->fd < 0) s = dial(st, peer, l->dial[peer], deadline, 0);
+    if (c->out.fd < 0) s = dial(st, peer, l->dial[peer], deadline, 1);
+    if (s == TP_OK && c->in.fd < 0) s = dial(st, peer, l->dial[peer], deadline, 0);
     return s;
 }
 
@@ -356,7 +352,7 @@ static tp_status_t wait_higher(tcp_state_t *st, int64_t deadline)
         tcp_links_take(st);
         int missing[64], nmissing = 0, total = 0;
         for (int r = st->env.rank + 1; r < st->size; r++)
-            if (l->use[r] && (st->conns[r].fd < 0 || st->conns[r].sfd < 0)) {
+            if (l->use[r] && (st->conns[r].in.fd < 0 || st->conns[r].out.fd < 0)) {
                 if (nmissing < 64) missing[nmissing++] = r;
                 total++;
             }
@@ -428,9 +424,11 @@ static void tcp_close(void *state)
     tcp_state_t *st = state;
     if (st == NULL) return;
     for (int r = 0; st->conns != NULL && r < st->size; r++) {
-        if (st->conns[r].fd >= 0) close(st->conns[r].fd);
-        if (st->conns[r].sfd >= 0) close(st->conns[r].sfd);
-        free(st->conns[r].rx);
+        tcp_conn_t *c = &st->conns[r];
+        if (c->in.fd >= 0) close(c->in.fd);
+        if (c->out.fd >= 0) close(c->out.fd);
+        free(c->in.rx);
+        free(c->out.rx);
     }
     tcp_links_t *l = st->links;
     tcp_acceptor_stop(st);
@@ -465,7 +463,7 @@ static tp_status_t tcp_open_sized(const tp_transport_env_t *env, void **state, c
         return TP_ERR_NO_MEMORY;
     }
     for (int r = 0; r < env->size; r++) {
-        st->conns[r].fd = st->conns[r].sfd = -1;
+        st->conns[r].in.fd = st->conns[r].out.fd = -1;
         st->conns[r].peer = r;
     }
     return TP_OK;
