@@ -14,7 +14,7 @@ done
 [ "$(awk '{ print $NF }' /proc/sys/net/ipv4/tcp_wmem)" -le 4194304 ] || { echo "SKIP: tcp_wmem's limit is over 4 MiB"; exit 77; }
 TP_TRANSPORTS=tcp "$TPRUN" -n 2 "$PROG" >"$T/out" 2>"$T/err"
 expect_eq "tprun -n 2 tcp_congestion: status" "$?" 0
-# each rank sends on one connection and reads the other: two per rank, four in all, every one reno
+# two data connections per pair and one end of each in each rank: four sockets in all, every one reno
 expect_eq "data connections with reno (default here: $def)" "$(grep -c ' reno$' "$T/out")" 4
 expect_eq "data connections with anything else" "$(grep -vc ' reno$' "$T/out")" 0
 finish

@@ -9,9 +9,9 @@
 # --variant one variant "tcp" runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
 # the per-call statistic compared (default p50; min and p10 show the path without the machine's load). --no-barrier
 # has both programs time their calls back to back after one barrier (a row is then the slowest rank's mean per call,
-# the same for every --stat). With a barrier before each call, a 16 B row over loopback takes one of two values
-# (6.8 or 10.5 µs here): the acknowledgement TCP sends for every second frame on a one-way connection falls on the
-# barrier's frame or on the timed call's, and stays there for most of a size's calls (BENCHMARKS.md, "Eleventh pass").
+# the same for every --stat). With a barrier before each call, calls over 256 bytes take their sender's own connection
+# and the barrier the shared one, so the acknowledgement TCP sends for every second frame on a one-way connection
+# falls on every other call (BENCHMARKS.md, "Twelfth pass").
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
 # rank per core (coll_bench.sh does the same).
 set -euo pipefail
