@@ -72,6 +72,8 @@ int main(void)
             }
         }
     }
+    free(frame);
+    free(sum);
     if (s == TP_OK) s = tp_barrier(w);
     if (s != TP_OK) {
         fprintf(stderr, "shm_ring: rank %d: %s\n", me, tp_last_error());

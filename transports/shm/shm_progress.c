@@ -71,6 +71,7 @@ static uint64_t cells_for(size_t fl)
 /* An inline payload: its first bytes beside the header in cell c, the rest in the cells after it. */
 static void cells_put(shm_cell_t *cells, uint64_t c, const uint8_t *src, size_t n)
 {
+    if (n == 0) return; /* an empty payload may have no buffer: memcpy from NULL is undefined even for 0 bytes */
     size_t first = n < SHM_CELL_FIRST ? n : SHM_CELL_FIRST;
     memcpy(cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, src, first);
     for (size_t off = first; off < n; off += SHM_CELL_BODY) {
@@ -85,7 +86,7 @@ static tp_status_t cells_get(tp_xfer_t *x, const shm_cell_t *cells, uint64_t c, 
 {
     uint8_t tmp[SHM_INLINE_MAX], *dst = x->deliver != NULL ? tmp : (uint8_t *)x->buf + x->done;
     size_t first = n < SHM_CELL_FIRST ? n : SHM_CELL_FIRST;
-    memcpy(dst, cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, first);
+    if (first > 0) memcpy(dst, cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, first); /* dst may be NULL at 0 */
     for (size_t off = first; off < n; off += SHM_CELL_BODY)
         memcpy(dst + off, cells[++c % SHM_CELLS].body, n - off < SHM_CELL_BODY ? n - off : SHM_CELL_BODY);
     return x->deliver != NULL ? x->deliver(x->deliver_arg, x->done, tmp, n) : TP_OK;
