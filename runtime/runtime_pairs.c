@@ -188,7 +188,10 @@ static tp_status_t root_exchange(tp_world_t *w, const uint8_t *mine, size_t mine
         if (d == 0) {
             *out = malloc(len ? len : 1);
             if (*out == NULL) s = TP_ERR_NO_MEMORY;
-            else memcpy(*out, buf, len), *out_len = len;
+            else {
+                if (len > 0) memcpy(*out, buf, len); /* buf stays NULL while nothing was appended */
+                *out_len = len;
+            }
         } else if (tp_wire_send_msg(w->fate_fds[d], TP_MSG_PAIRS, buf, len, deadline) != TP_OK) {
             snprintf(msg, sizeof(msg), "rank %d (host %s) closed its connection before its connection data reached it",
                      d, w->peers[d].host);
