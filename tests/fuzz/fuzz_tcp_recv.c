@@ -57,8 +57,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     conns[1].in.fd = fds[0];
     conns[1].out.fd = sfds[0];
     conns[1].peer = 1;
-    conns[1].in.rx = malloc(TCP_RX_BYTES);
-    conns[1].out.rx = malloc(TCP_RX_BYTES);
+    conns[1].in.rx = malloc(conns[1].in.rx_cap = TCP_RX_BYTES);
+    conns[1].out.rx = malloc(conns[1].out.rx_cap = TCP_RX_SHARED);
     int ready = conns[1].in.rx != NULL && conns[1].out.rx != NULL;
     tcp_state_t st = {
         .env = {.rank = 0, .size = 2, .part_bytes = part_bytes}, .listen_fd = -1, .conns = conns, .size = 2};

@@ -10,6 +10,7 @@
 #include "tp_provider.h"
 
 #define TCP_RX_BYTES   65536 /* per-connection receive buffer: headers and small payloads land here */
+#define TCP_RX_SHARED  4096  /* the lower rank's buffer on its own socket, where only small transfers come in */
 #define TCP_DIRECT_MIN 4096  /* a payload remainder at least this large is read straight into its buffer */
 #ifndef TCP_SOCKBUF
 #define TCP_SOCKBUF 4194304 /* socket buffer bytes (0 keeps autotuning): a part fits in flight */
@@ -45,7 +46,7 @@ typedef struct tcp_sock {
     uint32_t posted;                  /* frames queued on it so far (an order mark on the other counts them) */
     uint32_t sent;                    /* frames written whole to it */
     uint8_t *rx;                      /* bytes read from it; NULL on a socket this rank never reads */
-    size_t rx_start, rx_end;
+    size_t rx_cap, rx_start, rx_end;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;    /* payload bytes of the current frame still to come */
     int held;          /* a whole header waits at rx_start for a receive that matches it */

@@ -116,7 +116,8 @@ static tp_status_t conn_ready(tcp_state_t *st, int peer, int fd, int is_send)
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     tcp_conn_t *c = &st->conns[peer];
     tcp_sock_t *k = is_send ? &c->out : &c->in;
-    if ((!is_send || st->env.rank < peer) && (k->rx = malloc(TCP_RX_BYTES)) == NULL) return TP_ERR_NO_MEMORY;
+    k->rx_cap = is_send ? TCP_RX_SHARED : TCP_RX_BYTES;
+    if ((!is_send || st->env.rank < peer) && (k->rx = malloc(k->rx_cap)) == NULL) return TP_ERR_NO_MEMORY;
     k->fd = fd;
     return TP_OK;
 }

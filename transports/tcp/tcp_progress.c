@@ -246,7 +246,7 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k, int 
             k->rx_start = k->rx_end = 0;
             ssize_t r;
             if (k->rx_left >= TCP_DIRECT_MIN) {
-                struct iovec iov[2] = {{(char *)x->buf + x->done, k->rx_left}, {k->rx, TCP_RX_BYTES}};
+                struct iovec iov[2] = {{(char *)x->buf + x->done, k->rx_left}, {k->rx, k->rx_cap}};
                 r = readv(k->fd, iov, 2);
                 if (r > 0) {
                     size_t direct = (size_t)r < k->rx_left ? (size_t)r : k->rx_left;
@@ -255,7 +255,7 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k, int 
                     k->rx_end = (size_t)r - direct;
                 }
             } else {
-                r = recv(k->fd, k->rx, TCP_RX_BYTES, MSG_DONTWAIT);
+                r = recv(k->fd, k->rx, k->rx_cap, MSG_DONTWAIT);
                 if (r > 0) k->rx_end = (size_t)r;
             }
             if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return TP_OK;
@@ -284,7 +284,7 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k, int 
             k->rx_start = 0;
             k->rx_end = avail;
         }
-        ssize_t r = recv(k->fd, k->rx + k->rx_end, TCP_RX_BYTES - k->rx_end, MSG_DONTWAIT);
+        ssize_t r = recv(k->fd, k->rx + k->rx_end, k->rx_cap - k->rx_end, MSG_DONTWAIT);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return TP_OK;
         if (r <= 0) return peer_closed(st, c, r);
         k->rx_end += (size_t)r;
