@@ -80,6 +80,10 @@ int main(void)
         }
     }
     if (me == 0 && !bad) printf("shm_lend: all match\n");
+    free(odd);
+    free(odd_in);
+    free(send);
+    free(recv);
     tp_finalize(w);
     return bad;
 }
