@@ -39,7 +39,13 @@ static uint32_t get32(const uint8_t *p)
 /* Whether count a has reached b (counts wrap). */
 static int reached(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
 
-static tcp_sock_t *other_sock(tcp_conn_t *c, const tcp_sock_t *k) { return k == &c->in ? &c->out : &c->in; }
+static const tcp_sock_t *other_sock(const tcp_conn_t *c, const tcp_sock_t *k) { return k == &c->in ? &c->out : &c->in; }
+
+/* Whether k's next frame still waits for frames due on the other socket (its order mark's count). */
+static int gate_shut(const tcp_conn_t *c, const tcp_sock_t *k)
+{
+    return k->gated && !reached(other_sock(c, k)->taken, k->gate);
+}
 
 static uint32_t frames_of(const tp_xfer_t *x)
 {
@@ -82,8 +88,7 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
  * other one is out. */
 static int sendable(const tcp_conn_t *c, const tcp_sock_t *k, const tp_xfer_t *x)
 {
-    if (x->prefix_left == TCP_MARK_BYTES && !reached((k == &c->in ? &c->out : &c->in)->sent, get32(x->prefix + 4)))
-        return 0;
+    if (x->prefix_left == TCP_MARK_BYTES && !reached(other_sock(c, k)->sent, get32(x->prefix + 4))) return 0;
     size_t base = frame_base(x), poff = x->frame_off > H ? x->frame_off - H : 0;
     if (x->frame_off < H)
         return x->frame_off > 0 || tp_xfer_frame_len(x, base) == 0 || tp_xfer_frame_ready(x, base) > 0;
@@ -264,7 +269,7 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k, int 
             if (k->rx_left == 0) recv_finish_frame(c, k);
             continue;
         }
-        if (k->gated && !reached(other_sock(c, k)->taken, k->gate)) return TP_OK; /* frames due on the other first */
+        if (gate_shut(c, k)) return TP_OK; /* frames due on the other socket first */
         k->gated = 0;
         if (k->held || c->recv_head == NULL) return TP_OK; /* nothing to deliver to: leave bytes in the kernel */
         int mark = avail >= 4 && get32(k->rx + k->rx_start) == TCP_MARK_MAGIC;
@@ -297,7 +302,7 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k, int 
  * an empty read of the other socket each spin. */
 static int worth_reading(tcp_conn_t *c, tcp_sock_t *k)
 {
-    tcp_sock_t *o = other_sock(c, k);
+    const tcp_sock_t *o = other_sock(c, k);
     if (k->rx == NULL) return 0;
     if (o->rx == NULL) return 1; /* the only socket this rank reads from the peer */
     if (k->rx_cur != NULL || k->rx_end > k->rx_start || k->gated || o->gated) return 1;
@@ -353,9 +358,7 @@ int tcp_event_fds(void *state, struct pollfd *fds, int max)
             const tcp_sock_t *k = both[i];
             short ev = 0;
             if (k->fd < 0) continue;
-            const tcp_sock_t *o = both[1 - i];
-            if (k->rx != NULL && c->recv_head != NULL && !k->held && (!k->gated || reached(o->taken, k->gate)))
-                ev |= POLLIN;
+            if (k->rx != NULL && c->recv_head != NULL && !k->held && !gate_shut(c, k)) ev |= POLLIN;
             if (k->send_head != NULL && sendable(c, k, k->send_head)) ev |= POLLOUT;
             if (ev != 0 && n++ < max) fds[n - 1] = (struct pollfd){.fd = k->fd, .events = ev};
         }
