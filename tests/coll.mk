@@ -27,6 +27,7 @@ tests_coll_fault_LDADD = libtp_internal.la
 tests_coll_fault_LDFLAGS = -no-install -Wl,--wrap=sendmsg
 check_PROGRAMS += tests/tcp_order
 tests_tcp_order_SOURCES = tests/tcp_order.c
+tests_tcp_order_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/tcp
 tests_tcp_order_LDADD = libtp_internal.la
 tests_tcp_order_LDFLAGS = -no-install
 TESTS += tests/tcp_order

@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include "coll_frame.h"
+#include "tcp.h"
 #include "tcp_raw.h"
 #include "tp_provider.h"
 
-#define MARK_MAGIC  0x31525054u /* transports/tcp/tcp.h: TCP_MARK_MAGIC */
-#define FIRST_BYTES 1024        /* the first call's payload: a large transfer, on rank 1's own connection */
-#define NEXT_BYTES  16          /* the next call's: a small one, on the connection rank 0 owns */
+#define FIRST_BYTES 1024 /* the first call's payload: a large transfer, on rank 1's own connection */
+#define NEXT_BYTES  16   /* the next call's: a small one, on the connection rank 0 owns */
 
 static const tp_transport_ops_t *tcp_ops(void)
 {
@@ -58,11 +58,11 @@ static int write_all(int fd, const void *p, size_t n)
 /* One frame (mark first when mark >= 0) of call seq with bytes of payload filled with fill. */
 static int send_frame(int fd, long mark, uint64_t seq, size_t bytes, uint8_t fill)
 {
-    uint8_t buf[8 + TP_FRAME_HEADER_BYTES + FIRST_BYTES], *p = buf;
+    uint8_t buf[TCP_MARK_BYTES + TP_FRAME_HEADER_BYTES + FIRST_BYTES], *p = buf;
     if (mark >= 0) {
-        put32(p, MARK_MAGIC);
+        put32(p, TCP_MARK_MAGIC);
         put32(p + 4, (uint32_t)mark);
-        p += 8;
+        p += TCP_MARK_BYTES;
     }
     header(p, seq, bytes);
     memset(p + TP_FRAME_HEADER_BYTES, fill, bytes);
@@ -102,15 +102,17 @@ static int raw_peer(const char *mode, int port, const uint8_t key[TP_JOB_KEY_BYT
     return 0;
 }
 
-/* Posts a receive of call seq's frame into buf. */
-static tp_status_t post(const tp_transport_ops_t *ops, void *st, tp_xfer_t *x, uint64_t seq, uint8_t *buf, size_t bytes)
+/* Posts to peer a send (ready bytes of it may go now) or a receive of call seq's frame in buf. */
+static tp_status_t post(const tp_transport_ops_t *ops, void *st, tp_xfer_t *x, int peer, int is_send, uint64_t seq,
+                        uint8_t *buf, size_t bytes, size_t ready)
 {
     memset(x, 0, sizeof(*x));
-    x->peer = 1;
+    x->peer = peer;
+    x->is_send = is_send;
     x->buf = buf;
     x->len = bytes;
-    tp_frame_id_t id = {.coll = TP_COLL_EXCHANGE, .dtype = TP_BYTES, .op = TP_SUM, .seq = seq, .count = bytes};
-    tp_frame_pack(x->header, &id, 0);
+    x->ready = ready;
+    header(x->header, seq, bytes); /* the transport sets each frame's part and size over the template's */
     return ops->post(st, x);
 }
 
@@ -169,20 +171,20 @@ static int run(const char *mode)
     if (s == TP_OK && strcmp(mode, "order") == 0) {
         /* the next call's frame is in (a loopback write is in the receiver's socket when it returns): 20 ms of spins
          * read both connections many times over before the first call's frame is sent */
-        s = post(ops, st, &x, 0, first, FIRST_BYTES);
+        s = post(ops, st, &x, 1, 0, 0, first, FIRST_BYTES, 0);
         if (s == TP_OK && read(sent[0], &c, 1) == 1) s = wait_for(ops, st, &x, 20000000);
         int early = x.complete;
         if (s == TP_OK && write(go[1], "g", 1) == 1) s = wait_for(ops, st, &x, 0);
-        if (s == TP_OK) s = post(ops, st, &x, 1, next, NEXT_BYTES);
+        if (s == TP_OK) s = post(ops, st, &x, 1, 0, 1, next, NEXT_BYTES, 0);
         if (s == TP_OK) s = wait_for(ops, st, &x, 0);
         bad = s != TP_OK || early || first[0] != 0xaa || first[FIRST_BYTES - 1] != 0xaa || next[0] != 0xbb;
         printf("tcp_order: order: %s%s%s: the first call's frame %s, then the next call's %s\n", tp_status_string(s),
                s != TP_OK ? ": " : "", s != TP_OK ? tp_last_error() : "",
                early ? "completed before it was sent" : "waited for", next[0] == 0xbb ? "came whole" : "did not come");
     } else if (s == TP_OK) {
-        s = post(ops, st, &x, 0, first, FIRST_BYTES);
+        s = post(ops, st, &x, 1, 0, 0, first, FIRST_BYTES, 0);
         if (s == TP_OK) s = wait_for(ops, st, &x, 0);
-        if (s == TP_OK && write(go[1], "g", 1) == 1) s = post(ops, st, &x, 1, next, NEXT_BYTES);
+        if (s == TP_OK && write(go[1], "g", 1) == 1) s = post(ops, st, &x, 1, 0, 1, next, NEXT_BYTES, 0);
         if (s == TP_OK) s = wait_for(ops, st, &x, 0);
         bad = s != TP_ERR_PROTOCOL;
         printf("tcp_order: stale: %s%s%s\n", tp_status_string(s), s != TP_OK ? ": " : "",
@@ -216,10 +218,10 @@ static int read_all(int fd, uint8_t *p, size_t n)
 /* Whether the next bytes of fd are an order mark counting n frames (and takes them). */
 static int mark_is(int fd, uint32_t n)
 {
-    uint8_t m[8], want[8];
-    put32(want, MARK_MAGIC);
+    uint8_t m[TCP_MARK_BYTES], want[TCP_MARK_BYTES];
+    put32(want, TCP_MARK_MAGIC);
     put32(want + 4, n);
-    return read_all(fd, m, 8) == 0 && memcmp(m, want, 8) == 0;
+    return read_all(fd, m, sizeof(m)) == 0 && memcmp(m, want, sizeof(m)) == 0;
 }
 
 /* Whether the next frame of fd is call seq's with bytes of payload (and takes it). */
@@ -251,21 +253,6 @@ static int raw_listener(int lfd, const uint8_t key[TP_JOB_KEY_BYTES], int go, in
     return ok ? 0 : 7;
 }
 
-/* Posts a send of call seq's frame (ready bytes of it may go now). */
-static tp_status_t post_send(const tp_transport_ops_t *ops, void *st, tp_xfer_t *x, uint64_t seq, uint8_t *buf,
-                             size_t bytes, size_t ready)
-{
-    memset(x, 0, sizeof(*x));
-    x->peer = 0;
-    x->is_send = 1;
-    x->buf = buf;
-    x->len = bytes;
-    x->ready = ready;
-    tp_frame_id_t id = {.coll = TP_COLL_EXCHANGE, .dtype = TP_BYTES, .op = TP_SUM, .seq = seq, .count = bytes};
-    tp_frame_pack(x->header, &id, 0);
-    return ops->post(st, x);
-}
-
 /*
  * "sender": the transport as rank 1 of 2, rank 0 raw. A small send posted behind a large one whose bytes do not
  * exist yet must not go out before it (its mark would count a frame that a failed call may drop); after a cancel
@@ -293,21 +280,21 @@ static int sender(void)
     tp_xfer_t t1, t2, t3, t4;
     char empty = '?';
     tp_status_t s = ops->connect(st, peers);
-    if (s == TP_OK) s = post_send(ops, st, &t1, 0, big, FIRST_BYTES, 0); /* its bytes come later */
-    if (s == TP_OK) s = post_send(ops, st, &t2, 1, small, NEXT_BYTES, NEXT_BYTES);
+    if (s == TP_OK) s = post(ops, st, &t1, 0, 1, 0, big, FIRST_BYTES, 0); /* its bytes come later */
+    if (s == TP_OK) s = post(ops, st, &t2, 0, 1, 1, small, NEXT_BYTES, NEXT_BYTES);
     if (s == TP_OK) s = wait_for(ops, st, &t2, 20000000);
     if (s == TP_OK && (write(go[1], "g", 1) != 1 || read(ready[0], &empty, 1) != 1)) s = TP_ERR_SYSTEM;
     t1.ready = FIRST_BYTES;
     if (s == TP_OK) s = wait_for(ops, st, &t1, 0);
     if (s == TP_OK) s = wait_for(ops, st, &t2, 0);
     /* the same pair again, dropped as a failed call drops what it queued */
-    if (s == TP_OK) s = post_send(ops, st, &t3, 9, big, FIRST_BYTES, 0);
-    if (s == TP_OK) s = post_send(ops, st, &t4, 9, small, NEXT_BYTES, NEXT_BYTES);
+    if (s == TP_OK) s = post(ops, st, &t3, 0, 1, 9, big, FIRST_BYTES, 0);
+    if (s == TP_OK) s = post(ops, st, &t4, 0, 1, 9, small, NEXT_BYTES, NEXT_BYTES);
     if (s == TP_OK) s = wait_for(ops, st, &t4, 20000000);
     ops->cancel(st);
-    if (s == TP_OK) s = post_send(ops, st, &t3, 2, small, NEXT_BYTES, NEXT_BYTES);
+    if (s == TP_OK) s = post(ops, st, &t3, 0, 1, 2, small, NEXT_BYTES, NEXT_BYTES);
     if (s == TP_OK) s = wait_for(ops, st, &t3, 0);
-    if (s == TP_OK) s = post_send(ops, st, &t4, 3, big, FIRST_BYTES, FIRST_BYTES);
+    if (s == TP_OK) s = post(ops, st, &t4, 0, 1, 3, big, FIRST_BYTES, FIRST_BYTES);
     if (s == TP_OK) s = wait_for(ops, st, &t4, 0);
     close(go[1]);
     int status = 1;
