@@ -18,6 +18,9 @@ tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c tests/bench/pinned_p
 # What the single-copy path (memcpy + process_vm_readv) costs a rank of a 2-rank all_gather (tests/bench/copy_floor.c).
 noinst_PROGRAMS += tests/bench/copy_floor
 tests_bench_copy_floor_SOURCES = tests/bench/copy_floor.c tests/bench/pinned_pair.h
+# Where the kernel leaves processes that wait on each other by yielding, unpinned or pinned in turn (turns_probe.c).
+noinst_PROGRAMS += tests/bench/turns_probe
+tests_bench_turns_probe_SOURCES = tests/bench/turns_probe.c tests/bench/pinned_pair.h
 # Staged all_gather and its floors (tests/bench/stage_bench.c: tprun -n 2 ./tests/bench/stage_bench [--cuda]).
 noinst_PROGRAMS += tests/bench/stage_bench
 tests_bench_stage_bench_SOURCES = tests/bench/stage_bench.c

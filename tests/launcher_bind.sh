@@ -132,6 +132,22 @@ run "$A" two_numa_smt.xml -n 1 --gpus-per-rank 0
 expect_ok
 expect 0 "<unset>" "<unset>" "$own" - "$NO: not bound"
 
+# More ranks than cores and nothing to bind near: the cores in turn (ranks 8 and 9 join 0 and 1), memory left to
+# the kernel; with --bind-to core memory goes with the core. Left free, 3 of 4 ranks on 2 vCPUs can stay on one.
+what="oversubscribed, no GPU or HCA"
+run "$A" two_numa_smt.xml -n 10 --gpus-per-rank 0
+expect_ok
+OVER=" (oversubscribed: 10 ranks for 8 cores)"
+expect 0 "<unset>" "<unset>" 0,8 - "$NO: core L#0 in turn by local rank$OVER$NA"
+expect 7 "<unset>" "<unset>" 7,15 - "$NO: core L#7 in turn by local rank$OVER$NA"
+expect 8 "<unset>" "<unset>" 0,8 - "$NO: core L#0 in turn by local rank$OVER$NA"
+expect 9 "<unset>" "<unset>" 1,9 - "$NO: core L#1 in turn by local rank$OVER$NA"
+what="oversubscribed, --bind-to core"
+run "$A" two_numa_smt.xml -n 10 --gpus-per-rank 0 --bind-to core
+expect_ok
+expect 5 "<unset>" "<unset>" 5,13 1 "core L#5 in turn by local rank$OVER$NA"
+expect 9 "<unset>" "<unset>" 1,9 0 "core L#1 in turn by local rank$OVER$NA"
+
 what="oversubscribed"
 run "$A" two_numa_smt.xml -n 10 --gpus-per-rank 0 --bind-to numa
 expect_ok

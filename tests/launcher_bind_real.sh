@@ -101,14 +101,27 @@ what="--bind-to none"
 TP_BIND_TO=core "$TPRUN" -n 2 --bind-to none "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
 st=$?
 unbound 0 "--bind-to none"
+# Oversubscribed: the cores in turn, so rank ncores shares rank 0's core (memory with the core for --bind-to core,
+# left to the kernel by default).
 if [ "$ncpu" -le 32 ]; then
-    what="oversubscribed"
     n=$((ncpu + 1))
-    TP_BIND_TO=core "$TPRUN" -n $n "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
-    st=$?
-    cores=$(get 0 TP_BIND_WHY | sed -n 's/^oversubscribed: not bound ([0-9]* ranks for \([0-9]*\) cores, by local rank)$/\1/p')
-    [ -n "$cores" ] || fail "$what: rank 0 TP_BIND_WHY '$(get 0 TP_BIND_WHY)'"
-    unbound $((n - 1)) "oversubscribed: not bound ($n ranks for $cores cores, by local rank)"
+    for mode in core default; do
+        what="oversubscribed, $mode"
+        if [ $mode = core ]; then
+            TP_BIND_TO=core "$TPRUN" -n $n "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
+        else
+            "$TPRUN" -n $n "$RANKP" '*:bind' >"$T/out" 2>"$T/err"
+        fi
+        expect_eq "$what: status" "$?" 0
+        over=$(get 0 TP_BIND_WHY | sed -n "s/.*core L#[0-9]* in turn by local rank (oversubscribed: $n ranks for \([0-9]*\) cores)$/\1/p")
+        [ -n "$over" ] || fail "$what: rank 0 TP_BIND_WHY '$(get 0 TP_BIND_WHY)'"
+        for r in 0 $over; do
+            expect_eq "$what: rank $r CPUs as TP_BIND_CPUS" "$(get $r cpus)" "$(get $r TP_BIND_CPUS)"
+            if [ $mode = core ]; then bound $r; else expect_eq "$what: rank $r memory" "$(get $r mem)" default; fi
+        done
+        expect_eq "$what: rank $over shares rank 0's core" "$(get "$over" cpus)" "$(get 0 cpus)"
+        [ "$(get 0 cpus)" != "$own" ] || fail "$what: rank 0 kept all of tprun's CPUs ($own)"
+    done
 fi
 
 # The ssh agents' path: each host's agent computes its own ranks' GPUs (local ranks 0 and 1 on each host), from

@@ -16,7 +16,7 @@
 # only orders processes inside one session and each other session still gets an equal share of the CPUs; then, as
 # root: setsid -w bash -c 'echo -20 > /proc/self/autogroup && exec nice -n -20 examples/bench/coll_bench.sh ...'
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
-# rank per core; both leave an oversubscribed job unbound.
+# rank per core; oversubscribed, tprun gives the ranks the cores in turn and Open MPI leaves them unbound.
 # TPRUN and BENCH_PROG name the programs (default: ./tprun and ./tp-bench in the build directory). A peer that
 # cannot be built or fails to run stops the script with its own messages.
 set -eu

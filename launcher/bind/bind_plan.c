@@ -245,16 +245,29 @@ static tp_status_t bind_ranks(int mode, int local_size, tprun_bind_rank_t *r, ch
                      dom[i]);
             continue;
         }
-        if (sharing > ncores) {
+        int turn = sharing > ncores; /* oversubscribed: cores in turn, so no core has two ranks more than another */
+        if (turn && mode != TPRUN_BIND_CORE && dom[i] != -2) {
             snprintf(r[i].why, sizeof(r[i].why), "oversubscribed: not bound (%d ranks for %d cores, %s)", sharing,
                      ncores, src[i]);
             continue;
         }
-        if (mode == TPRUN_BIND_CORE) {
-            hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(t, domain, unit, (unsigned)k);
-            if (set_masks(t, &r[i], core->cpuset, core->nodeset) != 0) goto err_mem;
-            if (dom[i] == -2) snprintf(r[i].why, sizeof(r[i].why), "core L#%u by local rank", core->logical_index);
-            else snprintf(r[i].why, sizeof(r[i].why), "%s, core L#%u", src[i], core->logical_index);
+        if (mode == TPRUN_BIND_CORE || turn) { /* one core; memory as without the turns: none when sharing cores */
+            hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(t, domain, unit, (unsigned)(k % ncores));
+            hwloc_bitmap_t none = hwloc_bitmap_alloc();
+            int bad =
+                none == NULL || set_masks(t, &r[i], core->cpuset, mode == TPRUN_BIND_CORE ? core->nodeset : none) != 0;
+            hwloc_bitmap_free(none);
+            if (bad) goto err_mem;
+            char over[64] = "";
+            if (turn) snprintf(over, sizeof(over), " (oversubscribed: %d ranks for %d cores)", sharing, ncores);
+            const char *in_turn = turn ? " in turn" : "";
+            if (dom[i] != -2)
+                snprintf(r[i].why, sizeof(r[i].why), "%s, core L#%u%s%s", src[i], core->logical_index, in_turn, over);
+            else if (mode == TPRUN_BIND_CORE)
+                snprintf(r[i].why, sizeof(r[i].why), "core L#%u%s by local rank%s", core->logical_index, in_turn, over);
+            else
+                snprintf(r[i].why, sizeof(r[i].why), "%s: core L#%u%s by local rank%s", src[i], core->logical_index,
+                         in_turn, over);
         } else if (dom[i] == -2) {
             if (bind_share(t, domain, unit, k * ncores / sharing, (k + 1) * ncores / sharing, &r[i], src[i]) != 0)
                 goto err_mem;
