@@ -127,6 +127,50 @@ TP_API void tp_fate_report(int world_rank, const char *reason);
 /* tp_fate_report with the status calls get: a peer that broke the protocol (TP_ERR_PROTOCOL, TP_ERR_DESYNC). */
 TP_API void tp_fate_blame(int world_rank, tp_status_t status, const char *reason);
 
+/* ---- Wire integers: little-endian at any alignment, whatever the host (one load or store each) ---- */
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define TP_LE16(v) __builtin_bswap16(v)
+#define TP_LE32(v) __builtin_bswap32(v)
+#define TP_LE64(v) __builtin_bswap64(v)
+#else
+#define TP_LE16(v) (v)
+#define TP_LE32(v) (v)
+#define TP_LE64(v) (v)
+#endif
+static inline void tp_put_le16(uint8_t *p, uint16_t v)
+{
+    v = TP_LE16(v);
+    __builtin_memcpy(p, &v, sizeof(v));
+}
+static inline void tp_put_le32(uint8_t *p, uint32_t v)
+{
+    v = TP_LE32(v);
+    __builtin_memcpy(p, &v, sizeof(v));
+}
+static inline void tp_put_le64(uint8_t *p, uint64_t v)
+{
+    v = TP_LE64(v);
+    __builtin_memcpy(p, &v, sizeof(v));
+}
+static inline uint16_t tp_get_le16(const uint8_t *p)
+{
+    uint16_t v;
+    __builtin_memcpy(&v, p, sizeof(v));
+    return TP_LE16(v);
+}
+static inline uint32_t tp_get_le32(const uint8_t *p)
+{
+    uint32_t v;
+    __builtin_memcpy(&v, p, sizeof(v));
+    return TP_LE32(v);
+}
+static inline uint64_t tp_get_le64(const uint8_t *p)
+{
+    uint64_t v;
+    __builtin_memcpy(&v, p, sizeof(v));
+    return TP_LE64(v);
+}
 
 /* ---- Frames: what every data transport carries (built and checked by the collectives layer) ---- */
 

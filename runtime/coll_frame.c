@@ -1,7 +1,6 @@
 /* coll_frame.c: frame headers, packed little-endian, and the check that refuses what does not belong. */
 #include "coll_frame.h"
 
-#include <endian.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,30 +9,6 @@
 
 enum { OFF_MAGIC = 0, OFF_COLL = 4, OFF_DTYPE = 5, OFF_OP = 6, OFF_STEP = 7, OFF_COMM = 8, OFF_ROOT = 12,
        OFF_SEQ = 16, OFF_COUNT = 24, OFF_PART = 32, OFF_BYTES = 36 };
-
-/* Little-endian fields at any alignment: one load or store each. */
-static void put32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, sizeof(v));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, sizeof(v));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return le32toh(v);
-}
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return le64toh(v);
-}
 
 const char *tp_coll_name(tp_coll_kind_t coll)
 {
@@ -45,15 +20,15 @@ const char *tp_coll_name(tp_coll_kind_t coll)
 void tp_frame_pack(uint8_t h[TP_FRAME_HEADER_BYTES], const tp_frame_id_t *id, uint8_t step)
 {
     memset(h, 0, TP_FRAME_HEADER_BYTES);
-    put32(h + OFF_MAGIC, TP_FRAME_MAGIC);
+    tp_put_le32(h + OFF_MAGIC, TP_FRAME_MAGIC);
     h[OFF_COLL] = (uint8_t)id->coll;
     h[OFF_DTYPE] = (uint8_t)id->dtype;
     h[OFF_OP] = (uint8_t)id->op;
     h[OFF_STEP] = step;
-    put32(h + OFF_COMM, id->comm_id);
-    put32(h + OFF_ROOT, (uint32_t)id->root);
-    put64(h + OFF_SEQ, id->seq);
-    put64(h + OFF_COUNT, id->count);
+    tp_put_le32(h + OFF_COMM, id->comm_id);
+    tp_put_le32(h + OFF_ROOT, (uint32_t)id->root);
+    tp_put_le64(h + OFF_SEQ, id->seq);
+    tp_put_le64(h + OFF_COUNT, id->count);
 }
 
 void tp_frame_unpack(const uint8_t h[TP_FRAME_HEADER_BYTES], tp_frame_id_t *id, uint8_t *step, uint32_t *part,
@@ -62,22 +37,22 @@ void tp_frame_unpack(const uint8_t h[TP_FRAME_HEADER_BYTES], tp_frame_id_t *id, 
     id->coll = (tp_coll_kind_t)h[OFF_COLL];
     id->dtype = (tp_dtype_t)h[OFF_DTYPE];
     id->op = (tp_op_t)h[OFF_OP];
-    id->comm_id = get32(h + OFF_COMM);
-    id->root = (int32_t)get32(h + OFF_ROOT);
-    id->seq = get64(h + OFF_SEQ);
-    id->count = get64(h + OFF_COUNT);
+    id->comm_id = tp_get_le32(h + OFF_COMM);
+    id->root = (int32_t)tp_get_le32(h + OFF_ROOT);
+    id->seq = tp_get_le64(h + OFF_SEQ);
+    id->count = tp_get_le64(h + OFF_COUNT);
     if (step) *step = h[OFF_STEP];
-    if (part) *part = get32(h + OFF_PART);
-    if (bytes) *bytes = get32(h + OFF_BYTES);
+    if (part) *part = tp_get_le32(h + OFF_PART);
+    if (bytes) *bytes = tp_get_le32(h + OFF_BYTES);
 }
 
 void tp_frame_set_part(uint8_t h[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t bytes)
 {
-    put32(h + OFF_PART, part);
-    put32(h + OFF_BYTES, bytes);
+    tp_put_le32(h + OFF_PART, part);
+    tp_put_le32(h + OFF_BYTES, bytes);
 }
 
-uint32_t tp_frame_bytes(const uint8_t h[TP_FRAME_HEADER_BYTES]) { return get32(h + OFF_BYTES); }
+uint32_t tp_frame_bytes(const uint8_t h[TP_FRAME_HEADER_BYTES]) { return tp_get_le32(h + OFF_BYTES); }
 
 /* "all_reduce f32 count 1024" (with the root for the calls that have one). */
 static void describe(const tp_frame_id_t *id, char *out, size_t len)
@@ -110,13 +85,13 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
     *matched = 0;
     /* The frame this receive waits for, byte for byte (the usual case): nothing else to compare */
     if (memcmp(expected, got, TP_FRAME_HEADER_BYTES) == 0 && got[OFF_STEP] != TP_FRAME_STEP_DESYNC &&
-        get32(got + OFF_MAGIC) == TP_FRAME_MAGIC && get32(got + OFF_BYTES) <= max_bytes) {
+        tp_get_le32(got + OFF_MAGIC) == TP_FRAME_MAGIC && tp_get_le32(got + OFF_BYTES) <= max_bytes) {
         *matched = 1;
         return TP_OK;
     }
-    if (get32(got + OFF_MAGIC) != TP_FRAME_MAGIC) {
+    if (tp_get_le32(got + OFF_MAGIC) != TP_FRAME_MAGIC) {
         tp_log(TP_LOG_ERROR, "coll", "rank %d sent a frame with a bad magic 0x%08x: refused", peer,
-               get32(got + OFF_MAGIC));
+               tp_get_le32(got + OFF_MAGIC));
         return refused(peer, TP_ERR_PROTOCOL);
     }
     tp_frame_unpack(expected, &e, &estep, &epart, &ebytes);

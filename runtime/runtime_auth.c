@@ -18,29 +18,14 @@
 
 enum { AUTH_WANT_HELLO = 0, AUTH_WANT_PROOF = 1 };
 
-static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static uint16_t get16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-
 /* MAC over (side, kind, rank, first nonce, second nonce): the side byte keeps the two proofs distinct. */
 static void auth_mac(const uint8_t key[16], char side, tp_conn_kind_t kind, int rank, const uint8_t a[16],
                      const uint8_t b[16], uint8_t out[16])
 {
     uint8_t in[39];
     in[0] = (uint8_t)side;
-    put16(in + 1, (uint16_t)kind);
-    put32(in + 3, (uint32_t)rank);
+    tp_put_le16(in + 1, (uint16_t)kind);
+    tp_put_le32(in + 3, (uint32_t)rank);
     memcpy(in + 7, a, 16);
     memcpy(in + 23, b, 16);
     tp_siphash128(key, in, sizeof(in), out);
@@ -68,10 +53,10 @@ tp_status_t tp_auth_connect_or_abandon(int fd, const uint8_t key[TP_JOB_KEY_BYTE
     uint8_t client_nonce[16];
     tp_status_t s = tp_random_bytes(client_nonce, sizeof(client_nonce));
     if (s != TP_OK) return s;
-    put32(hello, MAGIC_HELLO);
-    put16(hello + 4, AUTH_VERSION);
-    put16(hello + 6, (uint16_t)kind);
-    put32(hello + 8, (uint32_t)my_rank);
+    tp_put_le32(hello, MAGIC_HELLO);
+    tp_put_le16(hello + 4, AUTH_VERSION);
+    tp_put_le16(hello + 6, (uint16_t)kind);
+    tp_put_le32(hello + 8, (uint32_t)my_rank);
     memcpy(hello + 16, client_nonce, 16);
     s = tp_wire_write(fd, hello, sizeof(hello), deadline_ns);
     if (s == TP_OK && abandoned != NULL && tp_wire_wait(fd, POLLIN, deadline_ns, abandoned, ctx) == -2)
@@ -85,7 +70,7 @@ tp_status_t tp_auth_connect_or_abandon(int fd, const uint8_t key[TP_JOB_KEY_BYTE
         tp_log(TP_LOG_DEBUG, "auth", "%s closed the connection during the handshake", peer_name);
         return TP_ERR_PEER_FAILED;
     }
-    if (get32(chal) != MAGIC_CHALLENGE || get16(chal + 6) != (uint16_t)kind) {
+    if (tp_get_le32(chal) != MAGIC_CHALLENGE || tp_get_le16(chal + 6) != (uint16_t)kind) {
         tp_log(TP_LOG_ERROR, "auth", "%s does not speak the tp protocol", peer_name);
         return TP_ERR_PROTOCOL;
     }
@@ -94,7 +79,7 @@ tp_status_t tp_auth_connect_or_abandon(int fd, const uint8_t key[TP_JOB_KEY_BYTE
         tp_log(TP_LOG_ERROR, "auth", "%s does not know this job's key (a listener of another job?)", peer_name);
         return TP_ERR_PROTOCOL;
     }
-    put32(proof, MAGIC_PROOF);
+    tp_put_le32(proof, MAGIC_PROOF);
     auth_mac(key, 'C', kind, my_rank, chal + 16, client_nonce, proof + 16);
     s = tp_wire_write(fd, proof, sizeof(proof), deadline_ns);
     if (s != TP_OK) {
@@ -179,29 +164,29 @@ tp_auth_result_t tp_auth_accept_step(tp_auth_accept_t *st, int fd, const uint8_t
         }
         st->have += (size_t)n;
         /* Garbage is refused as soon as its first word shows it, without waiting for a whole hello. */
-        if (st->have >= 4 && get32(st->buf) != (st->state == AUTH_WANT_HELLO ? MAGIC_HELLO : MAGIC_PROOF))
+        if (st->have >= 4 && tp_get_le32(st->buf) != (st->state == AUTH_WANT_HELLO ? MAGIC_HELLO : MAGIC_PROOF))
             return refuse(why, why_len, "not the tp protocol (first bytes %s)", st->buf, st->have);
     }
     if (st->state == AUTH_WANT_HELLO) {
-        if (get16(st->buf + 4) != AUTH_VERSION) {
-            snprintf(why, why_len, "protocol version %u, expected %u", get16(st->buf + 4), AUTH_VERSION);
+        if (tp_get_le16(st->buf + 4) != AUTH_VERSION) {
+            snprintf(why, why_len, "protocol version %u, expected %u", tp_get_le16(st->buf + 4), AUTH_VERSION);
             return TP_AUTH_REFUSED;
         }
-        st->kind = (tp_conn_kind_t)get16(st->buf + 6);
+        st->kind = (tp_conn_kind_t)tp_get_le16(st->buf + 6);
         if (st->kind != expect_kind) {
             snprintf(why, why_len, "a connection of kind %d on a listener of kind %d", (int)st->kind, (int)expect_kind);
             return TP_AUTH_REFUSED;
         }
-        st->rank = (int)get32(st->buf + 8);
+        st->rank = (int)tp_get_le32(st->buf + 8);
         memcpy(st->client_nonce, st->buf + 16, 16);
         if (tp_random_bytes(st->server_nonce, 16) != TP_OK) {
             snprintf(why, why_len, "no random bytes for a challenge");
             return TP_AUTH_REFUSED;
         }
         uint8_t chal[CHALLENGE_BYTES] = {0};
-        put32(chal, MAGIC_CHALLENGE);
-        put16(chal + 4, AUTH_VERSION);
-        put16(chal + 6, (uint16_t)st->kind);
+        tp_put_le32(chal, MAGIC_CHALLENGE);
+        tp_put_le16(chal + 4, AUTH_VERSION);
+        tp_put_le16(chal + 6, (uint16_t)st->kind);
         memcpy(chal + 16, st->server_nonce, 16);
         auth_mac(key, 'S', st->kind, st->rank, st->client_nonce, st->server_nonce, chal + 32);
         if (tp_wire_write(fd, chal, sizeof(chal), tp_now_ns() + 1000000000) != TP_OK) {

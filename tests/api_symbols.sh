@@ -1,6 +1,7 @@
 #!/bin/bash
 # api_symbols.sh: libtp.so exports exactly the functions that include/tp.h and include/tp_provider.h declare, no
-# internal symbol and no declared function missing (a declaration without TP_API is not exported).
+# internal symbol and no declared function missing (a declaration without TP_API is not exported); the headers'
+# static inline helpers (tp_put_le32, ...) are not the library's.
 set -u
 LIB=${TP_LIB:-${builddir:-.}/.libs/libtp.so}
 INCLUDE=${TP_INCLUDE:-${srcdir:-.}/include}
@@ -18,7 +19,7 @@ aux "${CC:-gcc}" || aux gcc || {
     echo "FAIL: cannot list the headers' declarations: ${CC:-gcc} -aux-info: $(head -1 "$T/aux.err") (needs GCC)"
     exit 1
 }
-grep -E '^/\* [^ ]*include/tp(_provider)?\.h:' "$T/aux" |
+grep -E '^/\* [^ ]*include/tp(_provider)?\.h:' "$T/aux" | grep -v '\*/ static ' |
     sed -E 's/^[^*]*\*\/ *//; s/ *\(.*//; s/.*[ *]//' | sort -u >"$T/declared"
 # Everything libtp.so defines in its dynamic symbol table, but the linker's own markers.
 nm -D --defined-only "$LIB" | awk '{print $NF}' | grep -vxE '_init|_fini|_edata|_end|__bss_start' |

@@ -32,11 +32,6 @@ static const tp_transport_ops_t *tcp_ops(void)
     return NULL;
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
-}
-
 /* The header of call seq's one frame (an exchange of bytes bytes, as tp_exchange frames it). */
 static void header(uint8_t h[TP_FRAME_HEADER_BYTES], uint64_t seq, size_t bytes)
 {
@@ -60,8 +55,8 @@ static int send_frame(int fd, long mark, uint64_t seq, size_t bytes, uint8_t fil
 {
     uint8_t buf[TCP_MARK_BYTES + TP_FRAME_HEADER_BYTES + FIRST_BYTES], *p = buf;
     if (mark >= 0) {
-        put32(p, TCP_MARK_MAGIC);
-        put32(p + 4, (uint32_t)mark);
+        tp_put_le32(p, TCP_MARK_MAGIC);
+        tp_put_le32(p + 4, (uint32_t)mark);
         p += TCP_MARK_BYTES;
     }
     header(p, seq, bytes);
@@ -219,8 +214,8 @@ static int read_all(int fd, uint8_t *p, size_t n)
 static int mark_is(int fd, uint32_t n)
 {
     uint8_t m[TCP_MARK_BYTES], want[TCP_MARK_BYTES];
-    put32(want, TCP_MARK_MAGIC);
-    put32(want + 4, n);
+    tp_put_le32(want, TCP_MARK_MAGIC);
+    tp_put_le32(want + 4, n);
     return read_all(fd, m, sizeof(m)) == 0 && memcmp(m, want, sizeof(m)) == 0;
 }
 

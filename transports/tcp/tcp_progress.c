@@ -27,15 +27,6 @@ void tcp_conn_fail(tcp_state_t *st, tcp_conn_t *c, tp_status_t why, const char *
     }
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Whether count a has reached b (counts wrap). */
 static int reached(uint32_t a, uint32_t b) { return (int32_t)(a - b) >= 0; }
 
@@ -60,8 +51,8 @@ static void post_send(tcp_state_t *st, tcp_conn_t *c, tp_xfer_t *x)
     tp_xfer_enqueue(x, st->env.part_bytes, &k->send_head, &k->send_tail);
     x->prefix_left = 0;
     if (c->last_send != NULL && c->last_send != k) {
-        put32(x->prefix, TCP_MARK_MAGIC);
-        put32(x->prefix + 4, other_sock(c, k)->posted);
+        tp_put_le32(x->prefix, TCP_MARK_MAGIC);
+        tp_put_le32(x->prefix + 4, other_sock(c, k)->posted);
         x->prefix_left = TCP_MARK_BYTES;
     }
     k->posted += frames_of(x);
@@ -88,7 +79,7 @@ tp_status_t tcp_post(void *state, tp_xfer_t *x)
  * other one is out. */
 static int sendable(const tcp_conn_t *c, const tcp_sock_t *k, const tp_xfer_t *x)
 {
-    if (x->prefix_left == TCP_MARK_BYTES && !reached(other_sock(c, k)->sent, get32(x->prefix + 4))) return 0;
+    if (x->prefix_left == TCP_MARK_BYTES && !reached(other_sock(c, k)->sent, tp_get_le32(x->prefix + 4))) return 0;
     size_t base = frame_base(x), poff = x->frame_off > H ? x->frame_off - H : 0;
     if (x->frame_off < H)
         return x->frame_off > 0 || tp_xfer_frame_len(x, base) == 0 || tp_xfer_frame_ready(x, base) > 0;
@@ -213,7 +204,7 @@ static tp_status_t peer_closed(tcp_state_t *st, tcp_conn_t *c, ssize_t r)
  * already passed was never sent by a rank that keeps the order. */
 static tp_status_t take_mark(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k)
 {
-    uint32_t n = get32(k->rx + k->rx_start + 4), taken = other_sock(c, k)->taken;
+    uint32_t n = tp_get_le32(k->rx + k->rx_start + 4), taken = other_sock(c, k)->taken;
     if (!reached(n, taken)) {
         char what[160], why[240];
         snprintf(what, sizeof(what),
@@ -272,7 +263,7 @@ static tp_status_t pump_recv(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k, int 
         if (gate_shut(c, k)) return TP_OK; /* frames due on the other socket first */
         k->gated = 0;
         if (k->held || c->recv_head == NULL) return TP_OK; /* nothing to deliver to: leave bytes in the kernel */
-        int mark = avail >= 4 && get32(k->rx + k->rx_start) == TCP_MARK_MAGIC;
+        int mark = avail >= 4 && tp_get_le32(k->rx + k->rx_start) == TCP_MARK_MAGIC;
         if (mark && avail >= TCP_MARK_BYTES) {
             tp_status_t s = take_mark(st, c, k);
             if (s != TP_OK) return s;
