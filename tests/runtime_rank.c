@@ -29,9 +29,20 @@ static void usage(void)
     exit(2);
 }
 
+/* This rank as its launcher numbered it, for a callback that runs before tp_init returns (a peer that fails
+ * while this rank is still starting); -1 when no launcher variable says. */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = {"TP_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        if (getenv(vars[i]) != NULL) return atoi(getenv(vars[i]));
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     static int my_rank = -1;
+    my_rank = launcher_rank();
     if (argc < 2) usage();
     const char *mode = argv[1];
     int victim = -1, arg = 0, argi = 2;

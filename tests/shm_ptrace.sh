@@ -7,6 +7,9 @@
 
 SHIM="$builddir/tests/.libs/libfakeptrace.so"
 [ -f "$SHIM" ] || { echo "SKIP: $SHIM is not built"; exit 77; }
+# A sanitizer build's shim needs its ASan runtime loaded first (ASan refuses to start otherwise).
+ASAN_RT=$(ldd "$SHIM" | awk '/libasan/ {print $3}')
+PRELOAD="${ASAN_RT:+$ASAN_RT }$SHIM"
 mkdir -p "$T/empty"
 export TP_SYSFS_ROOT="$T/empty" # no GPU: two ranks on a GPU host are not refused
 
@@ -16,7 +19,7 @@ export TP_LOG_LEVEL=debug # each rank names the transport of each pair
 # variables, into $T/out; $st is tprun's. ONLY_RANK=R: the shim's variables reach rank R alone.
 run() {
     env "$@" "$TPRUN" -n 2 sh -c '[ -z "$ONLY_RANK" ] || [ "$LOCAL_RANK" = "$ONLY_RANK" ] ||
-        unset FAKE_NO_PIDFD FAKE_YAMA_SCOPE FAKE_PTRACER_FAILS; exec env LD_PRELOAD="$0" "$@"' "$SHIM" \
+        unset FAKE_NO_PIDFD FAKE_YAMA_SCOPE FAKE_PTRACER_FAILS; exec env LD_PRELOAD="$0" "$@"' "$PRELOAD" \
         "$builddir/tp-bench" --ops allreduce --sizes 16 --iters 5 >"$T/out" 2>&1
     st=$?
 }
