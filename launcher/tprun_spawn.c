@@ -372,6 +372,17 @@ void tprun_wait_exiting(const tprun_job_t *job)
     }
 }
 
+int tprun_ranks_running(const tprun_job_t *job)
+{
+    for (int i = 0; i < job->np; i++) {
+        const tprun_rank_t *r = &job->ranks[i];
+        tp_proc_stat_t ps;
+        if (r->running && r->agent < 0 && tp_proc_stat(r->pid, &ps) == 0 && ps.state != 'T' && ps.state != 't')
+            return 1;
+    }
+    return 0;
+}
+
 void tprun_exec_reports(tprun_job_t *job)
 {
     int report[2];

@@ -95,6 +95,8 @@ tp_status_t tprun_rank_start(tprun_job_t *job, int r);
  * socket close before its parent can reap it, and what the server does about it must not overtake that death.
  */
 void tprun_wait_exiting(const tprun_job_t *job);
+/* Whether a rank of this host is still running and not stopped (it may yet end on its own). */
+int tprun_ranks_running(const tprun_job_t *job);
 
 /* Reads pending {rank, errno} exec reports into the ranks. */
 void tprun_exec_reports(tprun_job_t *job);

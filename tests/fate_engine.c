@@ -19,11 +19,24 @@
 
 static int my_rank = -1;
 
+/* FATE_SLOW_CALLBACK=R:MS: rank R's callback (TP_RANK, so also before tp_init returns) takes MS ms, as an engine's
+ * ncclCommAbort can on a busy CPU; every other rank's returns at once. */
+static long slow_callback_ms(void)
+{
+    const char *spec = getenv("FATE_SLOW_CALLBACK"), *me = getenv("TP_RANK"), *colon;
+    if (spec == NULL || me == NULL || (colon = strchr(spec, ':')) == NULL || atoi(spec) != atoi(me)) return 0;
+    return atol(colon + 1);
+}
+
 static void on_failure(const tp_failure_t *f, void *arg)
 {
     (void)arg;
     printf("callback: rank %d saw peer %d (%s) fail: %s\n", my_rank, f->rank, f->host, f->reason);
     fflush(stdout);
+    long ms = slow_callback_ms();
+    struct timespec t = {ms / 1000, ms % 1000 * 1000000};
+    while (ms > 0 && nanosleep(&t, &t) != 0) {
+    }
 }
 
 static void usage(void)

@@ -37,6 +37,7 @@ typedef struct tprun_loop {
     tprun_ev_t *timeout_timer; /* --timeout */
     tprun_ev_t *held_timer;    /* a rank ended with 70 on another host: wait this long for the cause's report */
     int held_rank;             /* that rank, or -1 */
+    double held_since;         /* when it was held (now_s) */
     tprun_ev_t *fate_timer;    /* after the first failure: when the ranks not yet ended on their own get the SIGTERM */
 } tprun_loop_t;
 
