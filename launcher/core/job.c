@@ -186,13 +186,6 @@ void tprun_job_drain_rank(tprun_loop_t *L, int r)
 static void release_held(tprun_loop_t *L)
 {
     int r = L->held_rank;
-    /* On this host a rank still running (not stopped) may be the cause, its exit late on a busy CPU (4 ranks on 2
-     * busy vCPUs: a rank whose tp_init failed ended 58 ms after the peers it had told): look again, up to the wait
-     * for another host's report. A stopped rank (a hang) does not hold the failure back. */
-    if (r >= 0 && L->agents == NULL && now_s() < L->held_since + TPRUN_CAUSE_WAIT_S && tprun_ranks_running(L->job)) {
-        tprun_ev_timer_set(L->held_timer, now_s() + TPRUN_LOCAL_CAUSE_WAIT_S);
-        return;
-    }
     L->held_rank = -1;
     tprun_ev_timer_set(L->held_timer, 0);
     if (r < 0) return;
@@ -253,7 +246,19 @@ static void on_timeout(void *arg)
     teardown(L);
 }
 
-static void on_held_timer(void *arg) { release_held(arg); }
+static void on_held_timer(void *arg)
+{
+    tprun_loop_t *L = arg;
+    /* On this host a rank still running (not stopped) may be the cause, its exit late on a busy CPU (4 ranks on 2
+     * busy vCPUs: a rank whose tp_init failed ended 58 ms after the peers it had told): look again, up to the wait
+     * for another host's report. A stopped rank (a hang) does not hold the failure back. */
+    if (L->held_rank >= 0 && L->agents == NULL && now_s() < L->held_since + TPRUN_CAUSE_WAIT_S &&
+        tprun_ranks_running(L->job)) {
+        tprun_ev_timer_set(L->held_timer, now_s() + TPRUN_LOCAL_CAUSE_WAIT_S);
+        return;
+    }
+    release_held(L);
+}
 
 static void loop_run(tprun_loop_t *L)
 {
