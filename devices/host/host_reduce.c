@@ -5,6 +5,11 @@
 #include <string.h>
 
 #define BLOCK 256
+/* Up to this many bytes a reduction goes element by element, each element through every source in rank order
+ * before the next: the block copies' calls cost more than the arithmetic there (16 B of f32 from 2 sources: 8-16
+ * against 21-32 ns; even at 64 B, behind at 128; BENCHMARKS.md, fourteenth pass). The same operations in the same
+ * order: the same bits. */
+#define SMALL_BYTES 64
 
 /* The conversions inline here, so the reduce loops call no function per element; tp_*_to_* are the same. */
 static inline float bf16_load(uint16_t h)
@@ -102,6 +107,19 @@ uint16_t tp_f32_to_f16(float f) { return f16_store(f); }
 #define REDUCE_SAME(name, T, UT, fold)                                                                             \
     static void name(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)                          \
     {                                                                                                              \
+        if (count * sizeof(T) <= SMALL_BYTES) {                                                                    \
+            for (size_t i = 0; i < count; i++) {                                                                   \
+                T a, v;                                                                                            \
+                memcpy(&a, BLOCK_AT(srcs[0], i, sizeof(T)), sizeof(T));                                            \
+                for (int s = 1; s < n; s++) {                                                                      \
+                    memcpy(&v, BLOCK_AT(srcs[s], i, sizeof(T)), sizeof(T));                                        \
+                    if (op == TP_SUM) a = (T)((UT)a + (UT)v);                                                      \
+                    else fold(a, v, op);                                                                           \
+                }                                                                                                  \
+                memcpy((char *)dst + i * sizeof(T), &a, sizeof(T));                                                \
+            }                                                                                                      \
+            return;                                                                                                \
+        }                                                                                                          \
         T acc[BLOCK], x[BLOCK];                                                                                    \
         for (size_t b = 0; b < count; b += BLOCK) {                                                                \
             size_t m = count - b < BLOCK ? count - b : BLOCK;                                                      \
@@ -122,6 +140,22 @@ uint16_t tp_f32_to_f16(float f) { return f16_store(f); }
 #define REDUCE_HALF(name, load, store)                                                                             \
     static void name(tp_op_t op, void *dst, const void *const *srcs, int n, size_t count)                          \
     {                                                                                                              \
+        if (count * 2 <= SMALL_BYTES) {                                                                            \
+            for (size_t i = 0; i < count; i++) {                                                                   \
+                uint16_t h;                                                                                        \
+                memcpy(&h, BLOCK_AT(srcs[0], i, 2), 2);                                                            \
+                float a = load(h);                                                                                 \
+                for (int s = 1; s < n; s++) {                                                                      \
+                    memcpy(&h, BLOCK_AT(srcs[s], i, 2), 2);                                                        \
+                    float v = load(h);                                                                             \
+                    if (op == TP_SUM) a += v;                                                                      \
+                    else FOLD_FLOAT(a, v, op);                                                                     \
+                }                                                                                                  \
+                h = store(a);                                                                                      \
+                memcpy((char *)dst + i * 2, &h, 2);                                                                \
+            }                                                                                                      \
+            return;                                                                                                \
+        }                                                                                                          \
         float acc[BLOCK], v[BLOCK];                                                                                \
         uint16_t x[BLOCK];                                                                                         \
         for (size_t b = 0; b < count; b += BLOCK) {                                                                \
