@@ -19,7 +19,9 @@ static tp_status_t enter(tp_comm_t *comm, const char *fn, tp_dtype_t dtype, size
         tp_log(TP_LOG_ERROR, "coll", "%s: unknown type %d", fn, (int)dtype);
         return TP_ERR_INVALID;
     }
-    if (slots == 0 || count > SIZE_MAX / 2 / *es / slots) {
+    size_t bytes;
+    if (slots == 0 || __builtin_mul_overflow(count, *es, &bytes) || __builtin_mul_overflow(bytes, slots, &bytes) ||
+        bytes > SIZE_MAX / 2) { /* no division: a small call passes here every time */
         tp_log(TP_LOG_ERROR, "coll", "%s: count %zu is too large", fn, count);
         return TP_ERR_INVALID;
     }

@@ -220,6 +220,14 @@ static void check_reductions(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
             printf("rank %d: FAIL all_reduce of TP_BYTES gave %s\n", me, tp_status_string(s));
             failures++;
         }
+        /* counts whose bytes pass SIZE_MAX / 2, or wrap, are refused before anything moves */
+        size_t over = SIZE_MAX / 2 / 4 + 1, wraps = SIZE_MAX / 4 + 2, gather_over = SIZE_MAX / 2 / 4 / (size_t)n + 1;
+        if ((s = tp_all_reduce(w, send, recv, over, TP_F32, TP_SUM, NULL)) != TP_ERR_INVALID ||
+            (s = tp_all_reduce(w, send, recv, wraps, TP_F32, TP_SUM, NULL)) != TP_ERR_INVALID ||
+            (s = tp_all_gather(w, send, recv, gather_over, TP_F32, NULL)) != TP_ERR_INVALID) {
+            printf("rank %d: FAIL a count too large gave %s\n", me, tp_status_string(s));
+            failures++;
+        }
     }
     odd_free(b1);
     odd_free(b2);
