@@ -55,6 +55,7 @@ static int cpus_add(const char *list, cpu_set_t *set)
 }
 
 #define TP_SPIN_BUSY_NS 3000 /* the first part of a spin makes no system call (one costs ~2 us in a VM) */
+#define TP_SPIN_LOOKS   8    /* looks between clock reads in a spin that does not yield */
 
 typedef struct tp_transports {
     int n;
@@ -540,10 +541,16 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
     tp_status_t s = progress_all(t, &moved); /* each transport in turn, then one poll over all */
     if (s != TP_OK || moved || !wait) return s;
     int64_t now = tp_now_ns(), spin_end = now + (int64_t)w->spin_us * 1000, busy_end = now + TP_SPIN_BUSY_NS;
-    while ((now = tp_now_ns()) < spin_end) {
-        /* a rank that may share a CPU with a peer lets it run: at once when the kernel has more ranks than CPUs,
-         * else once it waits longer than a peer on another CPU takes to answer; never where no peer may use its CPUs */
-        if (t->yield || (!t->apart && now > busy_end)) sched_yield();
+    for (unsigned k = 0;; k++) {
+        /* the clock only every few looks while nothing yields: a look is ~20 ns, the clock ~25 more (a VM's vDSO),
+         * and a frame that lands is seen one look later (BENCHMARKS.md, fourteenth pass) */
+        if (t->yield || k % TP_SPIN_LOOKS == 0) {
+            if ((now = tp_now_ns()) >= spin_end) break;
+            /* a rank that may share a CPU with a peer lets it run: at once when the kernel has more ranks than
+             * CPUs, else once it waits longer than a peer on another CPU takes to answer; never where no peer may
+             * use its CPUs */
+            if (t->yield || (!t->apart && now > busy_end)) sched_yield();
+        }
         if ((s = progress_all(t, &moved)) != TP_OK || moved) return s;
     }
     /* Slot 0 is the wake fd: a failure or finalize news wakes the call, which decides whether to go on waiting. */
