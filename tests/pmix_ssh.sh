@@ -119,8 +119,10 @@ for victim in agent tprun term; do
     [ "$(comm_of "$tp")" = tprun ] || fail "$victim: pid $tp is not tprun but '$(comm_of "$tp")'"
     dirs=$(leftover | wc -l)
     if [ $victim = agent ]; then
+        # The agent only: its keeper (a fork, comm tprun-keeper) has the same command line and must live to clean up.
         for p in $(ip netns pids "$NS_B"); do
-            tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--agent' && kill -KILL "$p"
+            [ "$(comm_of "$p")" = tprun ] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- '--agent' &&
+                kill -KILL "$p"
         done
     elif [ $victim = tprun ]; then
         # In a block without stderr: bash prints a "Killed" notice when it sees tprun SIGKILLed.
