@@ -22,7 +22,7 @@ static const tp_op_t ops[] = {TP_SUM, TP_MAX, TP_MIN};
 static void test_host_reduce(void)
 {
     const tp_device_ops_t *d = &tp_host_device_ops;
-    static const size_t counts[] = {0, 1, 7, 8, 9, 16, 17, 32, 33, 255, 256, 257, 1000}; /* to 64 B: by element */
+    static const size_t counts[] = {0, 1, 7, 8, 9, 16, 17, 32, 33, 48, 255, 256, 257, 1000}; /* to 64 B: by element */
     enum { MAXN = 5, MAXC = 1000 };
     static char srcbuf[MAXN][MAXC * 8 + 1], work[MAXN][MAXC * 8 + 1], want[MAXC * 8], out[MAXC * 8 + 1];
     for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
