@@ -26,21 +26,18 @@ void coll_begin(coll_call_t *c, coll_state_t *cs, const tp_device_ops_t *dev, tp
     c->stop_gen = 0;
 }
 
-tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len, uint32_t first_part,
-                     size_t part_bytes)
+/* Sets every field of x but its header (the frame identity) and what the transport fills before use (wire,
+ * prefix): field by field, since a memset of the whole struct is a rep stos, 25 of the 85 ns a 2-rank small call
+ * took to post its two transfers (BENCHMARKS.md, fourteenth pass). */
+static void xfer_set(tp_xfer_t *x, int world_peer, int is_send, void *buf, size_t len, size_t part_bytes,
+                     uint32_t first_part)
 {
-    coll_state_t *cs = c->cs;
-    if (cs->pool_used == cs->pool_len) return NULL;
-    tp_xfer_t *x = &cs->pool[cs->pool_used++];
-    /* field by field (wire and prefix are the transport's to fill before use): a memset of the whole struct is a
-     * rep stos, 25 of the 85 ns a 2-rank small call took to post its two transfers (BENCHMARKS.md, fourteenth pass) */
-    x->peer = c->comm->world_ranks[peer];
+    x->peer = world_peer;
     x->is_send = is_send;
-    tp_frame_pack(x->header, &c->id, step);
     x->buf = buf;
     x->len = len;
     x->ready = is_send ? len : 0;
-    x->part_bytes = part_bytes != 0 ? part_bytes : c->part_bytes;
+    x->part_bytes = part_bytes;
     x->first_part = first_part;
     x->mem = TP_MEM_HOST;
     x->deliver = NULL;
@@ -50,6 +47,17 @@ tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *
     x->done = x->frame_off = 0;
     x->next = NULL;
     x->prefix_left = 0;
+}
+
+tp_xfer_t *coll_xfer(coll_call_t *c, int peer, int is_send, uint8_t step, void *buf, size_t len, uint32_t first_part,
+                     size_t part_bytes)
+{
+    coll_state_t *cs = c->cs;
+    if (cs->pool_used == cs->pool_len) return NULL;
+    tp_xfer_t *x = &cs->pool[cs->pool_used++];
+    tp_frame_pack(x->header, &c->id, step);
+    xfer_set(x, c->comm->world_ranks[peer], is_send, buf, len, part_bytes != 0 ? part_bytes : c->part_bytes,
+             first_part);
     return x;
 }
 
@@ -151,14 +159,7 @@ static tp_status_t pairwise_in_place(coll_call_t *c, int only, void *const *buf,
                 next_copy[p]++;
                 if (k + COLL_WINDOW < parts) { /* reuse the slot for the part after the window */
                     size_t k2 = k + COLL_WINDOW, off2 = k2 * pb, l2 = len[p] - off2 < pb ? len[p] - off2 : pb;
-                    tp_xfer_t keep = *x;
-                    memset(x, 0, sizeof(*x));
-                    x->peer = keep.peer;
-                    memcpy(x->header, keep.header, sizeof(x->header));
-                    x->buf = keep.buf;
-                    x->len = l2;
-                    x->part_bytes = pb;
-                    x->first_part = (uint32_t)k2;
+                    xfer_set(x, x->peer, 0, x->buf, l2, pb, (uint32_t)k2); /* the same receive's header */
                     if ((s = coll_post(c, x)) != TP_OK) break;
                 }
             }
