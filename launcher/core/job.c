@@ -156,7 +156,7 @@ void tprun_loop_rank_ended(tprun_loop_t *L, int r, int wstatus)
             L->held_rank = r;
             L->held_since = now_s();
             tprun_ev_timer_set(L->held_timer,
-                               now_s() + (L->agents != NULL ? TPRUN_CAUSE_WAIT_S : TPRUN_LOCAL_CAUSE_WAIT_S));
+                               L->held_since + (L->agents != NULL ? TPRUN_CAUSE_WAIT_S : TPRUN_LOCAL_CAUSE_WAIT_S));
         }
         candidate = 0;
     }
