@@ -70,7 +70,9 @@ const char *ncclGetErrorString(int r) { return r == 6 ? "fake remote error (inje
 
 int ncclGetUniqueId(char *id)
 {
-    char dir[] = "/tmp/fakenccl.XXXXXX";
+    const char *base = getenv("FAKE_NCCL_DIR"); /* the test's own directory, removed with it */
+    char dir[100];
+    snprintf(dir, sizeof(dir), "%.80s/fakenccl.XXXXXX", base ? base : "/tmp");
     if (mkdtemp(dir) == NULL) return 2;
     memset(id, 0, 128);
     snprintf(id, 128, "%s", dir);
@@ -137,6 +139,7 @@ int ncclCommInitRankConfig(fake_comm_t **out, int n, id128_t id_value, int rank,
     }
     close(l);
     unlink(a.sun_path);
+    rmdir(id->b); /* every rank has bound by now: the last one out removes the directory */
     c->fds[rank] = -1;
     *out = c;
     return 7; /* ncclInProgress: the caller must poll */

@@ -6,7 +6,7 @@
 RANK=./tests/nccl/nccl_rank
 FAKE=$PWD/tests/nccl/.libs/libfakenccl.so
 [ -f "$FAKE" ] || { echo "SKIP: $FAKE not built"; exit 77; }
-export TP_NCCL_LIBRARY=$FAKE FAKE_NCCL_LOG=$TEST_DIR/log
+export TP_NCCL_LIBRARY=$FAKE FAKE_NCCL_LOG=$TEST_DIR/log FAKE_NCCL_DIR=$TEST_DIR
 unset NCCL_NVLS_ENABLE
 fresh() { rm -f "$TEST_DIR"/log.*; }
 ops() { cat "$TEST_DIR"/log.* 2>/dev/null; }
