@@ -73,6 +73,13 @@ tests_shm_fault_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
 tests_shm_fault_LDADD = libtp.la
 tests_shm_fault_LDFLAGS = -no-install
 TESTS += tests/shm_fault.sh
+# The shm sender's streaming copy against memcpy.
+check_PROGRAMS += tests/shm_write_unit
+tests_shm_write_unit_SOURCES = tests/shm_write_unit.c
+tests_shm_write_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
+tests_shm_write_unit_LDADD = libtp_internal.la
+tests_shm_write_unit_LDFLAGS = -no-install
+TESTS += tests/shm_write_unit
 EXTRA_DIST += tests/shm_fault.sh
 # shm where peers may not take a rank's fds (no pidfd_getfd, Yama's ptrace_scope), played by an LD_PRELOAD shim.
 check_LTLIBRARIES += tests/libfakeptrace.la

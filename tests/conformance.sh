@@ -57,6 +57,23 @@ if echo "$names" | grep -qx shm; then
             echo "ok: shm with CMA from 2 KiB, $n ranks: every case matches"
         fi
     done
+    # ring payloads written with streaming stores (TP_SHM_WRITE=streaming), and cached when set so
+    for run in "2 streaming" "3 streaming" "4 streaming" "2 cached"; do
+        read -r n way <<<"$run"
+        shm_run "TP_SHM_WRITE=$way" "$n" "TP_SHM_WRITE=$way" || continue
+        notes=$(echo "$out" | grep -c " shm: rank [0-9]*: ring payloads to it written with streaming stores$")
+        streamed=$(echo "$out" | grep -c " shm: rank [0-9]*: [1-9][0-9]* ring frames written to it, streaming$")
+        want=$((n * (n - 1)))
+        [ "$way" = cached ] && want=0
+        if [ "$notes" -ne "$want" ] || [ "$streamed" -ne "$want" ]; then
+            echo "FAIL: shm with TP_SHM_WRITE=$way, $n ranks: $notes notes and $streamed links streamed, not $want"
+            echo "$out" | grep " ring \(payloads\|frames\)" | head -5
+            fails=$((fails + 1))
+        else
+            echo "ok: shm with TP_SHM_WRITE=$way, $n ranks: every case matches, $streamed of $((n * (n - 1))) links" \
+                "streamed"
+        fi
+    done
     # the mapped path: every buffer from tp_mem_alloc, read by the peer where it lies from 2 KiB on (one allocation
     # per call, so each peer maps, evicts and tells apart allocations whose fd numbers the sender reuses)
     for n in 2 3 4; do

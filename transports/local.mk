@@ -4,7 +4,7 @@ libtp_la_SOURCES += \
 # shm: same-host peers through a sealed memfd per rank (transports/shm/shm.h has the layout).
 libtp_la_SOURCES += \
 	transports/shm/shm.h transports/shm/shm_connect.c transports/shm/shm_progress.c transports/shm/shm_cma.c \
-	transports/shm/shm_map.c
+	transports/shm/shm_map.c transports/shm/shm_write.c
 TP_CONFIG_TABLES += transports/shm/shm_config.c
 # nccl: a collective provider for CUDA buffers; libnccl.so.2 is dlopen'd when a CUDA buffer first reaches a call.
 libtp_la_SOURCES += \

@@ -56,6 +56,15 @@ typedef struct shm_chan {
 #define SHM_VIA_MAP     3 /* the sender's tp_mem_alloc memory: its fd and inode above the kind, the offset beside it */
 #define SHM_VIA_KIND(w) ((w)&0xff)
 
+/*
+ * How a sender writes ring payloads (TP_SHM_WRITE). Cached stores (the default) leave each line in the writer's
+ * cache, where the reader takes it; streaming stores send the lines to memory, and the writer never takes a line
+ * back from the reader's cache before writing it. On this project's VM streaming took 0.68-0.91 of the time at
+ * 64-256 KiB all_gather and broadcast, 1.5-1.85x at 1 MiB, and in a regime where the cached ring collapsed (a 1 MiB
+ * all_gather 660-670 us) 119-148 us (docs/BENCHMARKS.md, "Fifteenth pass").
+ */
+enum { SHM_WRITE_CACHED = 0, SHM_WRITE_STREAMING = 1 };
+
 typedef struct shm_cell {
     _Alignas(SHM_LINE) _Atomic uint64_t seq; /* cell number + 1 when written; zero when never */
     uint8_t body[SHM_CELL_BODY];             /* a frame's header and first payload bytes, or more of its payload */
@@ -124,6 +133,8 @@ typedef struct shm_peer {
     int hdr_have;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;
+    int write_way;           /* SHM_WRITE_CACHED or SHM_WRITE_STREAMING: how ring payloads to the peer are written */
+    uint64_t ring_frames;    /* ring frames written to the peer (a debug note at close) */
 } shm_peer_t;
 
 typedef struct shm_state {
@@ -166,6 +177,12 @@ int shm_take_fd(int pidfd, int fd);
 int shm_peer_exited(const shm_peer_t *p);
 tp_status_t shm_peer_exited_why(const shm_peer_t *p, char *why, size_t why_len);
 
+/* shm_write.c: streaming stores where this build has them (x86-64; elsewhere every peer is written cached), and the
+ * fence that orders them before a release store. */
+extern const int shm_can_stream;
+void shm_copy_streaming(uint8_t *dst, const uint8_t *src, size_t n);
+void shm_write_fence(void);
+
 /* shm_cma.c */
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
 /* "4096", "64K", "1M", "1G" to bytes (0), else -1 (shm_config.c, which tprun links too). */
@@ -173,6 +190,8 @@ int shm_parse_bytes(const char *text, uint64_t *out);
 /* A TP_SHM_*_BYTES setting as the least frame that goes by its path (CMA, mapped): the environment's value, or dflt
  * where unset (or refused already by the check at init), raised above what goes inline; 0: never. */
 uint64_t shm_min_frame(const char *name, const char *dflt);
+/* TP_SHM_WRITE's value as SHM_WRITE_* (unset: cached), -1 when it is none (shm_config.c). */
+int shm_write_setting(const char *text);
 tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);
 
 #endif

@@ -53,6 +53,9 @@ static void shm_close_segment(void *state)
     if (st == NULL) return;
     for (int r = 0; st->peers != NULL && r < st->size; r++) {
         shm_peer_t *p = &st->peers[r];
+        if (p->ring_frames > 0)
+            tp_log(TP_LOG_DEBUG, "shm", "rank %d: %llu ring frames written to it, %s", r,
+                   (unsigned long long)p->ring_frames, p->write_way == SHM_WRITE_STREAMING ? "streaming" : "cached");
         if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
         if (p->pidfd >= 0) close(p->pidfd);
         if (p->eventfd >= 0) close(p->eventfd);
@@ -329,10 +332,21 @@ tp_status_t shm_connect_peer(shm_state_t *st, int r)
     return s;
 }
 
+/* How ring payloads to peer r are written: TP_SHM_WRITE (cached unless set), cached where this build cannot stream. */
+static void choose_write_way(shm_peer_t *p, int r)
+{
+    int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* a bad value was refused at init */
+    p->write_way = shm_can_stream && way == SHM_WRITE_STREAMING ? SHM_WRITE_STREAMING : SHM_WRITE_CACHED;
+    if (p->write_way == SHM_WRITE_STREAMING)
+        tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring payloads to it written with streaming stores", r);
+}
+
 /* On demand, keeps each peer's address for its first post (mapping needs nothing of the peer but its pid). */
 static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
 {
     shm_state_t *st = state;
+    for (int r = 0; r < st->size; r++)
+        if (peers[r].use) choose_write_way(&st->peers[r], r);
     for (int r = 0; st->env.connect_lazy && r < st->size; r++)
         if (peers[r].use && (st->peers[r].address = strdup(peers[r].view->address)) == NULL) return TP_ERR_NO_MEMORY;
     if (st->env.connect_lazy) return TP_OK;

@@ -13,11 +13,17 @@
 /* Payload bytes of the current frame that are written; the frame begins at done minus those. */
 static size_t part_done(const tp_xfer_t *x) { return x->frame_off > H ? x->frame_off - H : 0; }
 
-static void ring_put(uint8_t *ring, size_t size, uint64_t pos, const void *src, size_t n)
+/* n bytes of src into the ring at pos (two spans at the wrap), cached or streaming (TP_SHM_WRITE, shm.h). */
+static void ring_put(const shm_peer_t *p, uint64_t pos, const uint8_t *src, size_t n)
 {
-    size_t off = (size_t)(pos & (size - 1)), first = size - off < n ? size - off : n;
-    memcpy(ring + off, src, first);
-    memcpy(ring, (const uint8_t *)src + first, n - first);
+    size_t off = (size_t)(pos & (p->ring - 1)), first = p->ring - off < n ? p->ring - off : n;
+    if (p->write_way == SHM_WRITE_STREAMING) {
+        shm_copy_streaming(p->out_ring + off, src, first);
+        shm_copy_streaming(p->out_ring, src + first, n - first);
+        return;
+    }
+    memcpy(p->out_ring + off, src, first);
+    memcpy(p->out_ring, src + first, n - first);
 }
 
 /* A chunk of c payload bytes of the send x, from x->done on, into the ring at head; with a mirror, into it as well in
@@ -26,15 +32,16 @@ static void put_chunk(shm_peer_t *p, tp_xfer_t *x, uint64_t head, size_t c)
 {
     const uint8_t *src = (const uint8_t *)x->buf + x->done;
     if (x->mirror == NULL) {
-        ring_put(p->out_ring, p->ring, head, src, c);
-        return;
+        ring_put(p, head, src, c);
+    } else {
+        uint8_t *dst = (uint8_t *)x->mirror + x->done;
+        for (size_t off = 0; off < c; off += SHM_MIRROR_PIECE) {
+            size_t k = c - off < SHM_MIRROR_PIECE ? c - off : SHM_MIRROR_PIECE;
+            ring_put(p, head + off, src + off, k);
+            memcpy(dst + off, src + off, k);
+        }
     }
-    uint8_t *dst = (uint8_t *)x->mirror + x->done;
-    for (size_t off = 0; off < c; off += SHM_MIRROR_PIECE) {
-        size_t k = c - off < SHM_MIRROR_PIECE ? c - off : SHM_MIRROR_PIECE;
-        ring_put(p->out_ring, p->ring, head + off, src + off, k);
-        memcpy(dst + off, src + off, k);
-    }
+    if (p->write_way == SHM_WRITE_STREAMING) shm_write_fence(); /* publish_head's release store does not order them */
 }
 
 /* n ring bytes from pos to the receive x: lent to its deliver where they lie (two spans at the wrap), else copied. */
@@ -212,6 +219,7 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
     tp_xfer_frame_header(x, base, cell->body);
     if (cma) via[0] = SHM_VIA_CMA, via[1] = (uint64_t)(uintptr_t)((const uint8_t *)x->buf + base);
     else if (!map) via[1] = start;
+    p->ring_frames += !inl && !cma && !map;
     if (inl) {
         cells_put(p->out_cells, c, (const uint8_t *)x->buf + base, fl);
         x->done = base + fl;
