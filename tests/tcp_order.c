@@ -1,10 +1,11 @@
 /*
- * tcp_order [order|stale|sender]: the TCP transport as rank 0 of 2 against a raw rank 1 (a child process that dials both connections
- * itself and writes frames and order marks byte by byte). "order": a frame of the next call, marked to follow one
- * frame on the other connection, is in before the frame it follows; the transport must wait for that one instead of
- * taking the early frame for a desync. "stale": a mark counting fewer frames than the other connection has already
- * given is refused as a protocol violation, naming the peer. "sender": the transport as rank 1 against a raw rank 0
- * (sender(), below).
+ * tcp_order [order|stale|ahead|sender]: the TCP transport as rank 0 of 2 against a raw rank 1 (a child process that
+ * dials both connections itself and writes frames and order marks byte by byte). "order": a frame of the next call,
+ * marked to follow one frame on the other connection, is in before the frame it follows; the transport must wait
+ * for that one instead of taking the early frame for a desync. "stale": a mark counting fewer frames than the other
+ * connection has already given is refused as a protocol violation, naming the peer; "ahead": so is one counting
+ * 2^24 + 1 more than it has given, at once (no socket holds that many frames: the old transport waited forever).
+ * "sender": the transport as rank 1 against a raw rank 0 (sender(), below).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -88,9 +89,10 @@ static int raw_peer(const char *mode, int port, const uint8_t key[TP_JOB_KEY_BYT
     if (strcmp(mode, "order") == 0) {
         if (send_frame(shared, 1, 1, NEXT_BYTES, 0xbb) != 0 || write(sent, "s", 1) != 1) return 4; /* the next first */
         if (read(go, &c, 1) != 1 || send_frame(own, -1, 0, FIRST_BYTES, 0xaa) != 0) return 5;
-    } else {
+    } else { /* stale: a mark of 0 after one frame; ahead: 2^24 + 2 (one given, one more allowed in flight) */
+        long mark = strcmp(mode, "ahead") == 0 ? (long)TCP_MARK_AHEAD_MAX + 2 : 0;
         if (send_frame(own, -1, 0, FIRST_BYTES, 0xaa) != 0) return 4;
-        if (read(go, &c, 1) != 1 || send_frame(shared, 0, 1, NEXT_BYTES, 0xbb) != 0) return 5;
+        if (read(go, &c, 1) != 1 || send_frame(shared, mark, 1, NEXT_BYTES, 0xbb) != 0) return 5;
     }
     while (read(go, &c, 1) > 0) { /* the sockets stay open until rank 0 is done */
     }
@@ -180,10 +182,12 @@ static int run(const char *mode)
         s = post(ops, st, &x, 1, 0, 0, first, FIRST_BYTES, 0);
         if (s == TP_OK) s = wait_for(ops, st, &x, 0);
         if (s == TP_OK && write(go[1], "g", 1) == 1) s = post(ops, st, &x, 1, 0, 1, next, NEXT_BYTES, 0);
+        int64_t start = tp_now_ns();
         if (s == TP_OK) s = wait_for(ops, st, &x, 0);
-        bad = s != TP_ERR_PROTOCOL;
-        printf("tcp_order: stale: %s%s%s\n", tp_status_string(s), s != TP_OK ? ": " : "",
-               s != TP_OK ? tp_last_error() : "");
+        double took = (double)(tp_now_ns() - start) / 1e9;
+        bad = s != TP_ERR_PROTOCOL || took > 5;
+        printf("tcp_order: %s: %s%s%s, after %.3f s\n", mode, tp_status_string(s), s != TP_OK ? ": " : "",
+               s != TP_OK ? tp_last_error() : "", took);
     }
     close(go[1]);
     close(sent[0]);
@@ -304,12 +308,13 @@ static int sender(void)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "order") == 0 || strcmp(argv[1], "stale") == 0)) return run(argv[1]);
+    if (argc == 2 && (strcmp(argv[1], "order") == 0 || strcmp(argv[1], "stale") == 0 || strcmp(argv[1], "ahead") == 0))
+        return run(argv[1]);
     if (argc == 2 && strcmp(argv[1], "sender") == 0) return sender();
     if (argc != 1) {
-        fprintf(stderr, "usage: tcp_order [order|stale|sender] (no argument: all three)\n");
+        fprintf(stderr, "usage: tcp_order [order|stale|ahead|sender] (no argument: all four)\n");
         return 2;
     }
-    int order = run("order"), stale = run("stale"), send = sender();
-    return order || stale || send;
+    int order = run("order"), stale = run("stale"), ahead = run("ahead"), send = sender();
+    return order || stale || ahead || send;
 }

@@ -38,6 +38,10 @@
  * frames in the order they were posted, as over one connection. */
 #define TCP_MARK_MAGIC 0x31525054u /* "TPR1" */
 #define TCP_MARK_BYTES 8           /* magic, then the frame count, both little-endian 32-bit */
+/* The most frames a mark may count beyond what the other connection has given: they were all written before the
+ * mark, so they lie in socket buffers and this rank's read buffer, and 2^24 frame headers alone are 640 MiB. A count
+ * further ahead is a lie that would hold the connection shut forever. */
+#define TCP_MARK_AHEAD_MAX (1u << 24)
 
 /* One socket of a pair, and what moves through it in either direction. */
 typedef struct tcp_sock {

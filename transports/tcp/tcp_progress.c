@@ -201,16 +201,17 @@ static tp_status_t peer_closed(tcp_state_t *st, tcp_conn_t *c, ssize_t r)
 }
 
 /* The order mark at rx_start: this socket's next frame waits for that many from the other; a count the other has
- * already passed was never sent by a rank that keeps the order. */
+ * already passed, or one further ahead than socket buffers could hold, was never sent by a rank that keeps the
+ * order. */
 static tp_status_t take_mark(tcp_state_t *st, tcp_conn_t *c, tcp_sock_t *k)
 {
     uint32_t n = tp_get_le32(k->rx + k->rx_start + 4), taken = other_sock(c, k)->taken;
-    if (!reached(n, taken)) {
+    if (!reached(n, taken) || n - taken > TCP_MARK_AHEAD_MAX) {
         char what[160], why[240];
         snprintf(what, sizeof(what),
                  "rank %d sent an order mark for %u frames on its other connection, which has "
-                 "already given %u",
-                 c->peer, n, taken);
+                 "%s given %u",
+                 c->peer, n, reached(n, taken) ? "only" : "already", taken);
         snprintf(why, sizeof(why), "it broke the collective protocol: %s", what);
         tp_log(TP_LOG_ERROR, "tcp", "%s: refused", what);
         tp_fate_blame(c->peer, TP_ERR_PROTOCOL, why);
