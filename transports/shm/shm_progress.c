@@ -80,12 +80,13 @@ static void cells_put(shm_cell_t *cells, uint64_t c, const uint8_t *src, size_t 
 {
     if (n == 0) return; /* an empty payload may have no buffer: memcpy from NULL is undefined even for 0 bytes */
     size_t first = n < SHM_CELL_FIRST ? n : SHM_CELL_FIRST;
-    memcpy(cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, src, first);
+    uint64_t k = c;
     for (size_t off = first; off < n; off += SHM_CELL_BODY) {
-        shm_cell_t *cell = &cells[++c % SHM_CELLS];
+        shm_cell_t *cell = &cells[++k % SHM_CELLS];
         memcpy(cell->body, src + off, n - off < SHM_CELL_BODY ? n - off : SHM_CELL_BODY);
-        atomic_store_explicit(&cell->seq, c + 1, memory_order_relaxed);
+        atomic_store_explicit(&cell->seq, k + 1, memory_order_relaxed);
     }
+    memcpy(cells[c % SHM_CELLS].body + TP_FRAME_HEADER_BYTES, src, first);
 }
 
 /* An inline payload to the receive x, through a private copy when it is lent (its cells are not contiguous). */
@@ -216,16 +217,16 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
         atomic_store_explicit(&p->out->head, start, memory_order_release);
     }
     shm_cell_t *cell = &p->out_cells[c % SHM_CELLS];
-    tp_xfer_frame_header(x, base, cell->body);
     if (cma) via[0] = SHM_VIA_CMA, via[1] = (uint64_t)(uintptr_t)((const uint8_t *)x->buf + base);
     else if (!map) via[1] = start;
     p->ring_frames += !inl && !cma && !map;
-    if (inl) {
+    if (inl) { /* the cells after the polled one first: that one is written in one go, header last */
         cells_put(p->out_cells, c, (const uint8_t *)x->buf + base, fl);
         x->done = base + fl;
     } else {
         memcpy(cell->body + H, via, sizeof(via));
     }
+    tp_xfer_frame_header(x, base, cell->body);
     atomic_store_explicit(&cell->seq, c + 1, memory_order_release);
     p->out_cells_sent = c + k;
     /* A mirror of a frame in the ring is written chunk by chunk; one the peer reads itself, while it reads it. */
