@@ -1,7 +1,7 @@
 /*
- * shm_write_unit: the streaming copy the shm sender writes ring payloads with where the peer's CPUs share no cache
- * with its own (transports/shm/shm_write.c) equals memcpy at every alignment of its destination and touches nothing
- * beside its bytes.
+ * shm_write_unit: the streaming copy the shm sender writes ring payloads with under TP_SHM_WRITE=streaming
+ * (transports/shm/shm_write.c) equals memcpy at every alignment of its destination and touches nothing beside its
+ * bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,15 +9,7 @@
 
 #include "shm.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            printf("FAIL: " __VA_ARGS__);                                                                              \
-            printf("\n");                                                                                              \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "unit_check.h"
 
 static void copy_cases(void)
 {

@@ -332,21 +332,25 @@ tp_status_t shm_connect_peer(shm_state_t *st, int r)
     return s;
 }
 
-/* How ring payloads to peer r are written: TP_SHM_WRITE (cached unless set), cached where this build cannot stream. */
-static void choose_write_way(shm_peer_t *p, int r)
+/* How ring payloads to the peers are written: TP_SHM_WRITE (cached unless set), cached where this build cannot
+ * stream. */
+static int write_way(void)
 {
     int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* a bad value was refused at init */
-    p->write_way = shm_can_stream && way == SHM_WRITE_STREAMING ? SHM_WRITE_STREAMING : SHM_WRITE_CACHED;
-    if (p->write_way == SHM_WRITE_STREAMING)
-        tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring payloads to it written with streaming stores", r);
+    return shm_can_stream && way == SHM_WRITE_STREAMING ? SHM_WRITE_STREAMING : SHM_WRITE_CACHED;
 }
 
 /* On demand, keeps each peer's address for its first post (mapping needs nothing of the peer but its pid). */
 static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
 {
     shm_state_t *st = state;
-    for (int r = 0; r < st->size; r++)
-        if (peers[r].use) choose_write_way(&st->peers[r], r);
+    int way = write_way();
+    for (int r = 0; r < st->size; r++) {
+        if (!peers[r].use) continue;
+        st->peers[r].write_way = way;
+        if (way == SHM_WRITE_STREAMING)
+            tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring payloads to it written with streaming stores", r);
+    }
     for (int r = 0; st->env.connect_lazy && r < st->size; r++)
         if (peers[r].use && (st->peers[r].address = strdup(peers[r].view->address)) == NULL) return TP_ERR_NO_MEMORY;
     if (st->env.connect_lazy) return TP_OK;
