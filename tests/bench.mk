@@ -18,6 +18,12 @@ tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c tests/bench/pinned_p
 # What the single-copy path (memcpy + process_vm_readv) costs a rank of a 2-rank all_gather (tests/bench/copy_floor.c).
 noinst_PROGRAMS += tests/bench/copy_floor
 tests_bench_copy_floor_SOURCES = tests/bench/copy_floor.c tests/bench/pinned_pair.h
+# The shm ring between CPUs 0 and 1 written cached and streaming (TP_SHM_WRITE), with its transport's own copy.
+noinst_PROGRAMS += tests/bench/ring_probe
+tests_bench_ring_probe_SOURCES = tests/bench/ring_probe.c tests/bench/pinned_pair.h
+tests_bench_ring_probe_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
+tests_bench_ring_probe_LDADD = libtp_internal.la
+tests_bench_ring_probe_LDFLAGS = -no-install
 # Where the kernel leaves processes that wait on each other by yielding, unpinned or pinned in turn (turns_probe.c).
 noinst_PROGRAMS += tests/bench/turns_probe
 tests_bench_turns_probe_SOURCES = tests/bench/turns_probe.c tests/bench/pinned_pair.h

@@ -57,13 +57,33 @@ typedef struct shm_chan {
 #define SHM_VIA_KIND(w) ((w)&0xff)
 
 /*
- * How a sender writes ring payloads (TP_SHM_WRITE). Cached stores (the default) leave each line in the writer's
- * cache, where the reader takes it; streaming stores send the lines to memory, and the writer never takes a line
- * back from the reader's cache before writing it. On this project's VM streaming took 0.68-0.91 of the time at
- * 64-256 KiB all_gather and broadcast, 1.5-1.85x at 1 MiB, and in a regime where the cached ring collapsed (a 1 MiB
- * all_gather 660-670 us) 119-148 us (docs/BENCHMARKS.md, "Fifteenth pass").
+ * How a sender writes ring payloads (TP_SHM_WRITE). Cached stores leave each line in the writer's cache, where the
+ * reader takes it; streaming stores send the lines to memory, and the writer never takes a line back from the
+ * reader's cache before writing it. Which wins depends on where the two CPUs sit, and on a VM that changes while a
+ * job runs: on this project's VM the same two vCPUs moved every few seconds between a placement where a cache line
+ * crosses in 0.03 us and cached ring writes take 41-47 ns per KiB (streaming makes a 4 MiB transfer 3x slower), and
+ * one where it crosses in 0.16 us and cached writes take 239-589 ns per KiB (streaming: 43-46 ns per KiB, the
+ * transfer 1.5-5x faster). So auto (the default) writes cached, times the first ring write of each chunk of at least
+ * SHM_WRITE_TIMED_MIN bytes, goes streaming after SHM_WRITE_SLOW_RUN timed chunks in a row slower than
+ * SHM_WRITE_SLOW_NS_PER_KIB, and while streaming writes every SHM_WRITE_PROBE_EVERY-th such chunk cached, timed, to
+ * go back once one is fast (docs/BENCHMARKS.md, "Sixteenth pass").
  */
-enum { SHM_WRITE_CACHED = 0, SHM_WRITE_STREAMING = 1 };
+enum { SHM_WRITE_CACHED = 0, SHM_WRITE_STREAMING = 1, SHM_WRITE_AUTO = 2 };
+#define SHM_WRITE_TIMED_MIN       32768 /* smaller chunks: always cached under auto, never timed (the clock's cost) */
+#define SHM_WRITE_SLOW_NS_PER_KIB 200   /* cached ring writes slower than this come from a far cache */
+#define SHM_WRITE_SLOW_RUN        3     /* timed chunks in a row that slow before auto goes streaming */
+#define SHM_WRITE_PROBE_EVERY     64    /* auto while streaming: every this many chunks one goes cached, timed */
+
+/* One peer's write way under TP_SHM_WRITE: the setting, and auto's way now and what it has seen. */
+typedef struct shm_write_pick {
+    int setting;          /* SHM_WRITE_CACHED, _STREAMING or _AUTO (cached where this build cannot stream) */
+    int way;              /* auto: how chunks of SHM_WRITE_TIMED_MIN and more go now */
+    unsigned slow;        /* auto, cached: timed chunks in a row slower than SHM_WRITE_SLOW_NS_PER_KIB */
+    unsigned since_probe; /* auto, streaming: chunks streamed since the last cached one */
+    unsigned last_ns_kib; /* the last timed chunk's cost, ns per KiB (for the debug notes) */
+    uint64_t switches;    /* auto: changes of way */
+    uint64_t streamed;    /* chunks written streaming */
+} shm_write_pick_t;
 
 typedef struct shm_cell {
     _Alignas(SHM_LINE) _Atomic uint64_t seq; /* cell number + 1 when written; zero when never */
@@ -133,8 +153,8 @@ typedef struct shm_peer {
     int hdr_have;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;
-    int write_way;           /* SHM_WRITE_CACHED or SHM_WRITE_STREAMING: how ring payloads to the peer are written */
-    uint64_t ring_frames;    /* ring frames written to the peer (a debug note at close) */
+    shm_write_pick_t write; /* how ring payloads to the peer are written */
+    uint64_t ring_frames;   /* ring frames written to the peer (a debug note at close) */
 } shm_peer_t;
 
 typedef struct shm_state {
@@ -177,11 +197,16 @@ int shm_take_fd(int pidfd, int fd);
 int shm_peer_exited(const shm_peer_t *p);
 tp_status_t shm_peer_exited_why(const shm_peer_t *p, char *why, size_t why_len);
 
-/* shm_write.c: streaming stores where this build has them (x86-64; elsewhere every peer is written cached), and the
- * fence that orders them before a release store. */
+/* shm_write.c: streaming stores where this build has them (x86-64; elsewhere every peer is written cached), the
+ * fence that orders them before a release store, and the choice between the two ways for each chunk. */
 extern const int shm_can_stream;
 void shm_copy_streaming(uint8_t *dst, const uint8_t *src, size_t n);
 void shm_write_fence(void);
+void shm_write_start(shm_write_pick_t *w, int setting);
+/* The way a chunk of n bytes goes, and whether its first ring write is to be timed and given to shm_write_timed. */
+int shm_write_way(shm_write_pick_t *w, size_t n, int *timed);
+/* A timed chunk's first ring write: n bytes in ns; 1 when auto changed its way on it. */
+int shm_write_timed(shm_write_pick_t *w, size_t n, uint64_t ns);
 
 /* shm_cma.c */
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
@@ -190,7 +215,7 @@ int shm_parse_bytes(const char *text, uint64_t *out);
 /* A TP_SHM_*_BYTES setting as the least frame that goes by its path (CMA, mapped): the environment's value, or dflt
  * where unset (or refused already by the check at init), raised above what goes inline; 0: never. */
 uint64_t shm_min_frame(const char *name, const char *dflt);
-/* TP_SHM_WRITE's value as SHM_WRITE_* (unset: cached), -1 when it is none (shm_config.c). */
+/* TP_SHM_WRITE's value as SHM_WRITE_* (unset: auto), -1 when it is none (shm_config.c). */
 int shm_write_setting(const char *text);
 tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);
 

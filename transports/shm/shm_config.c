@@ -27,7 +27,8 @@ uint64_t shm_min_frame(const char *name, const char *dflt)
 
 int shm_write_setting(const char *text)
 {
-    if (text == NULL || strcmp(text, "cached") == 0) return SHM_WRITE_CACHED;
+    if (text == NULL || strcmp(text, "auto") == 0) return SHM_WRITE_AUTO;
+    if (strcmp(text, "cached") == 0) return SHM_WRITE_CACHED;
     if (strcmp(text, "streaming") == 0) return SHM_WRITE_STREAMING;
     return -1;
 }
@@ -53,7 +54,7 @@ static tp_status_t check_map_bytes(const char *text, char *err, size_t err_len)
 static tp_status_t check_write(const char *text, char *err, size_t err_len)
 {
     if (shm_write_setting(text) >= 0) return TP_OK;
-    snprintf(err, err_len, "TP_SHM_WRITE: expected cached or streaming, got \"%.64s\"", text);
+    snprintf(err, err_len, "TP_SHM_WRITE: expected auto, cached or streaming, got \"%.64s\"", text);
     return TP_ERR_INVALID;
 }
 
@@ -66,10 +67,11 @@ const tp_config_entry_t tp_shm_config[] = {
      "shm: frames of at least this many bytes (above 1 KiB) whose bytes lie in memory from tp_mem_alloc are read by "
      "the peer where they lie, through its mapping of that memory, one copy instead of two through the ring; 0: never",
      check_map_bytes},
-    {"TP_SHM_WRITE", "shm_write", TP_CONFIG_STRING, TP_CONFIG_USER, "cached",
+    {"TP_SHM_WRITE", "shm_write", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
      "shm: how payloads of over 632 bytes are written into a peer's ring: cached (through this CPU's cache, which "
-     "the peer reads them from) or streaming (x86-64 streaming stores, to memory: on this project's VM 0.7-0.9 of "
-     "the time at 64-256 KiB all_gather and broadcast, 1.5-1.8x at 1 MiB; measure with tp-bench)",
+     "the peer reads them from), streaming (x86-64 streaming stores, to memory) or auto (default: cached, and "
+     "streaming for chunks of 32 KiB and more while timed cached writes show the peer's CPU far from this one's "
+     "cache; see ENGINE.md)",
      check_write},
     {0},
 };

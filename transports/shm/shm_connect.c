@@ -54,8 +54,10 @@ static void shm_close_segment(void *state)
     for (int r = 0; st->peers != NULL && r < st->size; r++) {
         shm_peer_t *p = &st->peers[r];
         if (p->ring_frames > 0)
-            tp_log(TP_LOG_DEBUG, "shm", "rank %d: %llu ring frames written to it, %s", r,
-                   (unsigned long long)p->ring_frames, p->write_way == SHM_WRITE_STREAMING ? "streaming" : "cached");
+            tp_log(TP_LOG_DEBUG, "shm",
+                   "rank %d: %llu ring frames written to it, %llu chunks streaming, %llu changes of way", r,
+                   (unsigned long long)p->ring_frames, (unsigned long long)p->write.streamed,
+                   (unsigned long long)p->write.switches);
         if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
         if (p->pidfd >= 0) close(p->pidfd);
         if (p->eventfd >= 0) close(p->eventfd);
@@ -332,23 +334,15 @@ tp_status_t shm_connect_peer(shm_state_t *st, int r)
     return s;
 }
 
-/* How ring payloads to the peers are written: TP_SHM_WRITE (cached unless set), cached where this build cannot
- * stream. */
-static int write_way(void)
-{
-    int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* a bad value was refused at init */
-    return shm_can_stream && way == SHM_WRITE_STREAMING ? SHM_WRITE_STREAMING : SHM_WRITE_CACHED;
-}
-
 /* On demand, keeps each peer's address for its first post (mapping needs nothing of the peer but its pid). */
 static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
 {
     shm_state_t *st = state;
-    int way = write_way();
+    int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* a bad value was refused at init */
     for (int r = 0; r < st->size; r++) {
         if (!peers[r].use) continue;
-        st->peers[r].write_way = way;
-        if (way == SHM_WRITE_STREAMING)
+        shm_write_start(&st->peers[r].write, way);
+        if (st->peers[r].write.setting == SHM_WRITE_STREAMING)
             tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring payloads to it written with streaming stores", r);
     }
     for (int r = 0; st->env.connect_lazy && r < st->size; r++)

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -13,11 +14,11 @@
 /* Payload bytes of the current frame that are written; the frame begins at done minus those. */
 static size_t part_done(const tp_xfer_t *x) { return x->frame_off > H ? x->frame_off - H : 0; }
 
-/* n bytes of src into the ring at pos (two spans at the wrap), cached or streaming (TP_SHM_WRITE, shm.h). */
-static void ring_put(const shm_peer_t *p, uint64_t pos, const uint8_t *src, size_t n)
+/* n bytes of src into the ring at pos (two spans at the wrap), cached or streaming. */
+static void ring_put(const shm_peer_t *p, int way, uint64_t pos, const uint8_t *src, size_t n)
 {
     size_t off = (size_t)(pos & (p->ring - 1)), first = p->ring - off < n ? p->ring - off : n;
-    if (p->write_way == SHM_WRITE_STREAMING) {
+    if (way == SHM_WRITE_STREAMING) {
         shm_copy_streaming(p->out_ring + off, src, first);
         shm_copy_streaming(p->out_ring, src + first, n - first);
         return;
@@ -26,22 +27,35 @@ static void ring_put(const shm_peer_t *p, uint64_t pos, const uint8_t *src, size
     memcpy(p->out_ring, src + first, n - first);
 }
 
-/* A chunk of c payload bytes of the send x, from x->done on, into the ring at head; with a mirror, into it as well in
- * pieces small enough that the second read of each finds it in the cache (one pass over the source, not two). */
-static void put_chunk(shm_peer_t *p, tp_xfer_t *x, uint64_t head, size_t c)
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A chunk of c payload bytes of the send x, from x->done on, into the ring at head, the way TP_SHM_WRITE picks for
+ * it; with a mirror, into it as well in pieces small enough that the second read of each finds it in the cache (one
+ * pass over the source, not two). A timed chunk's first ring write (all of it, or its first piece) is timed. */
+static void put_chunk(shm_peer_t *p, int rank, tp_xfer_t *x, uint64_t head, size_t c)
 {
     const uint8_t *src = (const uint8_t *)x->buf + x->done;
-    if (x->mirror == NULL) {
-        ring_put(p, head, src, c);
-    } else {
-        uint8_t *dst = (uint8_t *)x->mirror + x->done;
-        for (size_t off = 0; off < c; off += SHM_MIRROR_PIECE) {
-            size_t k = c - off < SHM_MIRROR_PIECE ? c - off : SHM_MIRROR_PIECE;
-            ring_put(p, head + off, src + off, k);
-            memcpy(dst + off, src + off, k);
-        }
+    int timed = 0, way = shm_write_way(&p->write, c, &timed);
+    size_t first = x->mirror == NULL || c < SHM_MIRROR_PIECE ? c : SHM_MIRROR_PIECE;
+    uint64_t t0 = timed ? now_ns() : 0;
+    ring_put(p, way, head, src, first);
+    if (timed && shm_write_timed(&p->write, first, now_ns() - t0))
+        tp_log(TP_LOG_DEBUG, "shm",
+               "rank %d: ring chunks of %d KiB and more to it now written %s (cached: %u ns per KiB)", rank,
+               SHM_WRITE_TIMED_MIN / 1024, p->write.way == SHM_WRITE_STREAMING ? "streaming" : "cached",
+               p->write.last_ns_kib);
+    if (x->mirror != NULL) memcpy((uint8_t *)x->mirror + x->done, src, first);
+    for (size_t off = first; off < c; off += SHM_MIRROR_PIECE) { /* only with a mirror: else first is all of c */
+        size_t k = c - off < SHM_MIRROR_PIECE ? c - off : SHM_MIRROR_PIECE;
+        ring_put(p, way, head + off, src + off, k);
+        memcpy((uint8_t *)x->mirror + x->done + off, src + off, k);
     }
-    if (p->write_way == SHM_WRITE_STREAMING) shm_write_fence(); /* publish_head's release store does not order them */
+    if (way == SHM_WRITE_STREAMING) shm_write_fence(); /* publish_head's release store does not order them */
 }
 
 /* n ring bytes from pos to the receive x: lent to its deliver where they lie (two spans at the wrap), else copied. */
@@ -295,7 +309,7 @@ static tp_status_t pump_send(shm_peer_t *p, int rank, int *moved)
         if (n > space) n = (size_t)space;
         for (size_t off = 0; off < n;) { /* each chunk is published at once, so the reader copies beside the writer */
             size_t c = n - off < SHM_CHUNK_BYTES ? n - off : SHM_CHUNK_BYTES;
-            put_chunk(p, x, head, c);
+            put_chunk(p, rank, x, head, c);
             head += c;
             off += c;
             x->done += c;

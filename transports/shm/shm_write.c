@@ -1,4 +1,4 @@
-/* shm_write.c: ring payloads written with streaming stores (TP_SHM_WRITE=streaming). */
+/* shm_write.c: ring payloads written with streaming stores, and the choice of way for each chunk (TP_SHM_WRITE). */
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -40,3 +40,46 @@ void shm_copy_streaming(uint8_t *dst, const uint8_t *src, size_t n) { memcpy(dst
 
 void shm_write_fence(void) {}
 #endif
+
+void shm_write_start(shm_write_pick_t *w, int setting)
+{
+    *w = (shm_write_pick_t){.setting = shm_can_stream ? setting : SHM_WRITE_CACHED, .way = SHM_WRITE_CACHED};
+}
+
+int shm_write_way(shm_write_pick_t *w, size_t n, int *timed)
+{
+    *timed = 0;
+    int way = w->setting;
+    if (way == SHM_WRITE_AUTO) {
+        way = SHM_WRITE_CACHED;
+        if (n >= SHM_WRITE_TIMED_MIN) {
+            way = w->way;
+            if (way == SHM_WRITE_STREAMING && ++w->since_probe >= SHM_WRITE_PROBE_EVERY) { /* is near back? */
+                w->since_probe = 0;
+                way = SHM_WRITE_CACHED;
+            }
+            *timed = way == SHM_WRITE_CACHED;
+        }
+    }
+    w->streamed += way == SHM_WRITE_STREAMING;
+    return way;
+}
+
+int shm_write_timed(shm_write_pick_t *w, size_t n, uint64_t ns)
+{
+    uint64_t per_kib = n == 0 ? 0 : ns * 1024 / n;
+    int slow = per_kib > SHM_WRITE_SLOW_NS_PER_KIB;
+    w->last_ns_kib = per_kib > UINT32_MAX ? UINT32_MAX : (unsigned)per_kib;
+    if (w->way == SHM_WRITE_CACHED) { /* a run of slow ones, not one: a rank descheduled mid-copy is not a far cache */
+        w->slow = slow ? w->slow + 1 : 0;
+        if (w->slow < SHM_WRITE_SLOW_RUN) return 0;
+        w->slow = 0;
+        w->since_probe = 0;
+        w->way = SHM_WRITE_STREAMING;
+    } else { /* a probe: one fast cached chunk is enough, since nothing but a near cache makes it fast */
+        if (slow) return 0;
+        w->way = SHM_WRITE_CACHED;
+    }
+    w->switches++;
+    return 1;
+}
