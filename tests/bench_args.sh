@@ -1,6 +1,6 @@
 #!/bin/sh
 # tp-bench's options: --help is usage on stdout and exit 0; a bad option or value is one line naming it and exit 2;
-# the table's header and rows say how many calls --iters asked for.
+# the table's header and rows say how many calls --iters asked for; examples/bench/tcp_bench.sh refuses bad settings.
 . "$(dirname "$0")/launcher_lib.sh"
 BENCH="$builddir/tp-bench"
 [ -x "$BENCH" ] || { echo "missing $BENCH (run from the build directory)"; exit 99; }
@@ -54,4 +54,17 @@ expect_eq "--no-barrier --json rows with p50 = p90 and a switch count" \
 "$TPRUN" -n 2 "$BENCH" --ops allgather --max-bytes 16 --sizes 96,24 --iters 2 --json >"$T/out" 2>"$T/err"
 expect_eq "tprun -n 2 tp-bench --sizes 96,24: status" "$?" 0
 expect_eq "--sizes 96,24: sizes run" "$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$T/out" | paste -sd, -)" "96,24"
+
+# examples/bench/tcp_bench.sh refuses a bad setting by name before it builds or runs anything
+TCPB="$(dirname "$0")/../examples/bench/tcp_bench.sh"
+for case in "--transport udp|--transport: expected tcp or shm, got \"udp\"" \
+    "--rounds 0|--rounds: expected a positive integer, got \"0\"" \
+    "--variant x|--variant: expected NAME=SETTINGS, got \"x\"" \
+    "--stat p99|--stat: expected p50, p10, p90 or min, got \"p99\""; do
+    args=${case%%|*} want="tcp_bench.sh: ${case#*|}"
+    # shellcheck disable=SC2086
+    bash "$TCPB" $args >"$T/out" 2>"$T/err"
+    expect_eq "tcp_bench.sh $args: status" "$?" 1
+    expect_eq "tcp_bench.sh $args: message" "$(cat "$T/err")" "$want"
+done
 finish

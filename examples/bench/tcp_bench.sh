@@ -1,23 +1,26 @@
 #!/bin/bash
-# tcp_bench.sh: tprun over TCP (TP_TRANSPORTS=tcp) beside Open MPI forced to TCP over loopback, 2 ranks, in
-# interleaved rounds: each round runs every variant of ours and then Open MPI, so a ratio compares runs minutes
-# apart at most. Prints, per op and size, each round's p50 ratio to Open MPI and the median. Not run by make check.
-#   examples/bench/tcp_bench.sh [--rounds N] [--sizes LIST] [--ops LIST] [--iters N] [--ranks N] [--json FILE]
-#                               [--stat p50|p10|min|p90] [--no-barrier] [--variant NAME=SETTINGS]...
+# tcp_bench.sh: tprun over TCP (TP_TRANSPORTS=tcp) beside Open MPI forced to TCP over loopback, or with --transport
+# shm over shared memory beside Open MPI's vader, 2 ranks, in interleaved rounds: each round runs every variant of
+# ours and then Open MPI, so a ratio compares runs minutes apart at most. Prints, per op and size, each round's p50
+# ratio to Open MPI and the median. Not run by make check.
+#   examples/bench/tcp_bench.sh [--transport tcp|shm] [--rounds N] [--sizes LIST] [--ops LIST] [--iters N]
+#                               [--ranks N] [--json FILE] [--stat p50|p10|min|p90] [--no-barrier]
+#                               [--variant NAME=SETTINGS]...
 # A variant is a name and space-separated VAR=value settings for its tprun run, e.g. --variant 'p1m=TP_PART_BYTES=1M';
 # BUILD=dir among them runs dir/tprun and dir/tp-bench instead (another build, for before/after in one run). Without
-# --variant one variant "tcp" runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
+# --variant one variant named after the transport runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
 # the per-call statistic compared (default p50; min and p10 show the path without the machine's load). --no-barrier
 # has both programs time their calls back to back after one barrier (a row is then the slowest rank's mean per call,
 # the same for every --stat). With a barrier before each call, calls over 256 bytes take their sender's own connection
 # and the barrier the shared one, so the acknowledgement TCP sends for every second frame on a one-way connection
 # falls on every other call (BENCHMARKS.md, "Twelfth pass").
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
-# rank per core (coll_bench.sh does the same).
+# rank per core (coll_bench.sh does the same). Where the build has tests/bench/floor_probe, each round starts with it
+# (the vCPU placement it ran in) and its rows carry it as "floor_us".
 set -euo pipefail
 export TP_BIND_TO=${TP_BIND_TO:-core}
 here=$(cd "$(dirname "$0")" && pwd)
-rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=() no_barrier=()
+transport=tcp rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=() no_barrier=()
 die() {
     echo "tcp_bench.sh: $*" >&2
     exit 1
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     fi
     [ $# -ge 2 ] || die "$1 needs a value (see the comment at the top of $0)"
     case $1 in
+    --transport) case $2 in tcp | shm) transport=$2 ;; *) die "--transport: expected tcp or shm, got \"$2\"" ;; esac ;;
     --rounds) rounds=$2 ;;
     --ranks) ranks=$2 ;;
     --sizes) sizes=$2 ;;
@@ -43,7 +47,9 @@ while [ $# -gt 0 ]; do
     shift 2
 done
 case $rounds in '' | *[!0-9]* | 0) die "--rounds: expected a positive integer, got \"$rounds\"" ;; esac
-[ ${#variants[@]} -gt 0 ] || variants=("tcp=")
+[ ${#variants[@]} -gt 0 ] || variants=("$transport=")
+peer=ompi-tcp peer_args=(--mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include lo)
+[ "$transport" = shm ] && peer=ompi-vader peer_args=()
 command -v mpicc.openmpi >/dev/null || die "mpicc.openmpi not found: run scripts/install-deps.sh (libopenmpi-dev)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tcp-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -53,39 +59,44 @@ args=(--json --ops "$ops" --sizes "$sizes" ${no_barrier[@]+"${no_barrier[@]}"})
 [ -z "$iters" ] || args+=(--iters "$iters")
 results=$work/rows.jsonl
 for round in $(seq 1 "$rounds"); do
+    floor=null
+    if [ -x ./tests/bench/floor_probe ]; then
+        probe=$(./tests/bench/floor_probe) && floor=$(echo "$probe" | awk '{print $7}') && echo "tcp_bench.sh: $probe" >&2
+    fi
     for v in "${variants[@]}"; do
         name=${v%%=*} settings=${v#*=} build=. envs=()
         for kv in $settings; do
             case $kv in BUILD=*) build=${kv#BUILD=} ;; *=*) envs+=("$kv") ;; *) die "variant $name: \"$kv\" is not VAR=value" ;; esac
         done
-        env ${envs[@]+"${envs[@]}"} TP_TRANSPORTS=tcp "$build/tprun" -n "$ranks" "$build/tp-bench" "${args[@]}" \
+        env ${envs[@]+"${envs[@]}"} TP_TRANSPORTS=$transport "$build/tprun" -n "$ranks" "$build/tp-bench" "${args[@]}" \
             >"$work/one.jsonl" 2>"$work/one.err" ||
             die "variant $name failed in round $round (status $?): $(tail -n 3 "$work/one.err")"
-        sed "s/\"impl\":\"tprun\"/\"impl\":\"$name\",\"round\":$round/" "$work/one.jsonl" >>"$results"
+        sed "s/\"impl\":\"tprun\"/\"impl\":\"$name\",\"round\":$round,\"floor_us\":$floor/" "$work/one.jsonl" >>"$results"
     done
-    mpirun.openmpi --allow-run-as-root --oversubscribe --mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include lo \
-        -n "$ranks" "$work/ompi_bench" --impl ompi-tcp "${args[@]}" 2>"$work/one.err" |
-        sed "s/\"impl\":\"ompi-tcp\"/\"impl\":\"ompi-tcp\",\"round\":$round/" >>"$results" ||
+    mpirun.openmpi --allow-run-as-root --oversubscribe ${peer_args[@]+"${peer_args[@]}"} \
+        -n "$ranks" "$work/ompi_bench" --impl "$peer" "${args[@]}" 2>"$work/one.err" |
+        sed "s/\"impl\":\"$peer\"/\"impl\":\"$peer\",\"round\":$round,\"floor_us\":$floor/" >>"$results" ||
         die "Open MPI failed in round $round: $(tail -n 3 "$work/one.err")"
     echo "tcp_bench.sh: round $round of $rounds done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 [ -z "$json_out" ] || cp "$results" "$json_out"
-python3 - "$results" "$stat" <<'PY'
+python3 - "$results" "$stat" "$peer" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+peer = sys.argv[3]
 p50 = {(r["impl"], r["op"], r["bytes"], r["round"]): r[sys.argv[2] + "_us"] for r in rows}
-impls = list(dict.fromkeys(r["impl"] for r in rows if r["impl"] != "ompi-tcp"))
+impls = list(dict.fromkeys(r["impl"] for r in rows if r["impl"] != peer))
 rounds = sorted({r["round"] for r in rows})
 def size(b):
     return "%g MiB" % (b / 1048576) if b >= 1048576 else "%g KiB" % (b / 1024) if b >= 1024 else "%d B" % b
 print("%s per call, us\n" % sys.argv[2])
-print("| op | size | impl | %s | median ratio | max ratio |" % " | ".join("round %d: ours / ompi-tcp (ratio)" % r for r in rounds))
+print("| op | size | impl | %s | median ratio | max ratio |" % " | ".join("round %d: ours / %s (ratio)" % (r, peer) for r in rounds))
 print("|---|---:|---|%s---:|---:|" % ("---|" * len(rounds)))
 for op, b in dict.fromkeys((r["op"], r["bytes"]) for r in rows):
     for impl in impls:
         cells, ratios = [], []
         for r in rounds:
-            a, o = p50.get((impl, op, b, r)), p50.get(("ompi-tcp", op, b, r))
+            a, o = p50.get((impl, op, b, r)), p50.get((peer, op, b, r))
             if a is None or o is None:
                 cells.append("-")
                 continue
