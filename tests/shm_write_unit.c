@@ -40,7 +40,7 @@ static void chunks(shm_write_pick_t *w, int count, size_t n, unsigned ns_per_kib
 {
     *streamed = *timed = 0;
     for (int i = 0; i < count; i++) {
-        int t = 0, way = shm_write_way(w, n, &t);
+        int t = 0, way = shm_write_way(w, n, 1, &t);
         *streamed += way == SHM_WRITE_STREAMING;
         if (t) {
             (*timed)++;
@@ -79,6 +79,10 @@ static void pick_cases(void)
     }
     CHECK(w.way == SHM_WRITE_STREAMING && w.switches == 1, "auto: %d slow chunks in a row left the way at %d",
           SHM_WRITE_SLOW_RUN, w.way);
+    int cold = 0;
+    for (int i = 0; i < SHM_WRITE_PROBE_EVERY; i++) cold += shm_write_way(&w, BIG, 0, &t) == SHM_WRITE_STREAMING && !t;
+    CHECK(cold == SHM_WRITE_PROBE_EVERY, "auto, streaming: %d of %d chunks into unwritten ring bytes streamed untimed",
+          cold, SHM_WRITE_PROBE_EVERY); /* and none of them counts towards the probe */
     chunks(&w, SHM_WRITE_PROBE_EVERY - 1, BIG, slow, &s, &t);
     CHECK(s == SHM_WRITE_PROBE_EVERY - 1 && t == 0, "auto, streaming: %d of %d chunks streamed and %d timed", s,
           SHM_WRITE_PROBE_EVERY - 1, t);
@@ -91,11 +95,14 @@ static void pick_cases(void)
     CHECK(s == SHM_WRITE_PROBE_EVERY - 1 && t == 1 && w.way == SHM_WRITE_CACHED && w.switches == 2,
           "auto: a fast probe after %d chunks: %d streamed, %d timed, way %d, %llu changes", SHM_WRITE_PROBE_EVERY, s,
           t, w.way, (unsigned long long)w.switches);
+    int way = shm_write_way(&w, BIG, 0, &t); /* a first write into the ring is not timed */
+    CHECK(way == SHM_WRITE_CACHED && t == 0, "auto, cached: a chunk into unwritten ring bytes went %d, timed %d", way,
+          t);
     chunks(&w, 10, BIG, fast, &s, &t);
     CHECK(s == 0 && t == 10 && w.last_ns_kib == fast, "auto, cached again: %d streamed, %d timed, last %u ns per KiB",
           s, t, w.last_ns_kib);
-    CHECK(w.streamed == 2 * (SHM_WRITE_PROBE_EVERY - 1), "auto: %llu chunks counted streamed, not %d",
-          (unsigned long long)w.streamed, 2 * (SHM_WRITE_PROBE_EVERY - 1));
+    CHECK(w.streamed == 3 * SHM_WRITE_PROBE_EVERY - 2, "auto: %llu chunks counted streamed, not %d",
+          (unsigned long long)w.streamed, 3 * SHM_WRITE_PROBE_EVERY - 2);
     if (failures == 0)
         printf("ok: the write way: cached and streaming fixed; auto switches on %d slow chunks in a row, "
                "probes every %d, returns on a fast probe\n",

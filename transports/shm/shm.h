@@ -64,7 +64,7 @@ typedef struct shm_chan {
  * crosses in 0.03 us and cached ring writes take 41-47 ns per KiB (streaming makes a 4 MiB transfer 3x slower), and
  * one where it crosses in 0.16 us and cached writes take 239-589 ns per KiB (streaming: 43-46 ns per KiB, the
  * transfer 1.5-5x faster). So auto (the default) writes cached, times the first ring write of each chunk of at least
- * SHM_WRITE_TIMED_MIN bytes, goes streaming after SHM_WRITE_SLOW_RUN timed chunks in a row slower than
+ * SHM_WRITE_TIMED_MIN bytes (where the ring was written before: a first write's page faults took ~1000 ns per KiB), goes streaming after SHM_WRITE_SLOW_RUN timed chunks in a row slower than
  * SHM_WRITE_SLOW_NS_PER_KIB, and while streaming writes every SHM_WRITE_PROBE_EVERY-th such chunk cached, timed, to
  * go back once one is fast (docs/BENCHMARKS.md, "Sixteenth pass").
  */
@@ -155,6 +155,7 @@ typedef struct shm_peer {
     size_t rx_left;
     shm_write_pick_t write; /* how ring payloads to the peer are written */
     uint64_t ring_frames;   /* ring frames written to the peer (a debug note at close) */
+    size_t ring_reached;    /* ring bytes from the start written at least once: their pages are in */
 } shm_peer_t;
 
 typedef struct shm_state {
@@ -203,8 +204,9 @@ extern const int shm_can_stream;
 void shm_copy_streaming(uint8_t *dst, const uint8_t *src, size_t n);
 void shm_write_fence(void);
 void shm_write_start(shm_write_pick_t *w, int setting);
-/* The way a chunk of n bytes goes, and whether its first ring write is to be timed and given to shm_write_timed. */
-int shm_write_way(shm_write_pick_t *w, size_t n, int *timed);
+/* The way a chunk of n bytes goes, and whether its first ring write is to be timed and given to shm_write_timed;
+ * warm: its ring bytes were written before (a first write also faults the pages in, which says nothing of caches). */
+int shm_write_way(shm_write_pick_t *w, size_t n, int warm, int *timed);
 /* A timed chunk's first ring write: n bytes in ns; 1 when auto changed its way on it. */
 int shm_write_timed(shm_write_pick_t *w, size_t n, uint64_t ns);
 

@@ -46,7 +46,7 @@ void shm_write_start(shm_write_pick_t *w, int setting)
     *w = (shm_write_pick_t){.setting = shm_can_stream ? setting : SHM_WRITE_CACHED, .way = SHM_WRITE_CACHED};
 }
 
-int shm_write_way(shm_write_pick_t *w, size_t n, int *timed)
+int shm_write_way(shm_write_pick_t *w, size_t n, int warm, int *timed)
 {
     *timed = 0;
     int way = w->setting;
@@ -54,11 +54,11 @@ int shm_write_way(shm_write_pick_t *w, size_t n, int *timed)
         way = SHM_WRITE_CACHED;
         if (n >= SHM_WRITE_TIMED_MIN) {
             way = w->way;
-            if (way == SHM_WRITE_STREAMING && ++w->since_probe >= SHM_WRITE_PROBE_EVERY) { /* is near back? */
+            if (warm && way == SHM_WRITE_STREAMING && ++w->since_probe >= SHM_WRITE_PROBE_EVERY) { /* near again? */
                 w->since_probe = 0;
                 way = SHM_WRITE_CACHED;
             }
-            *timed = way == SHM_WRITE_CACHED;
+            *timed = warm && way == SHM_WRITE_CACHED;
         }
     }
     w->streamed += way == SHM_WRITE_STREAMING;
