@@ -124,9 +124,10 @@ expect_eq "srun not in PATH: message" "$(cat "$T/err")" \
     'tprun: Slurm allocation 1: cannot start srun: program "srun": not found in PATH (set TP_LAUNCHER=local to start the ranks here)'
 [ -e "$marker" ] && fail "srun not in PATH: the program ran"
 
-# --wdir applies to the ranks on this machine; a relative program path still names tprun's file.
+# --wdir applies to the ranks on this machine; a relative program path still names tprun's file (no GPU per rank: the
+# test runs on GPU hosts with fewer GPUs than ranks too).
 mkdir "$T/wd"
-"$TPRUN" -n 2 --wdir "$T/wd" "$prog" '*:touch=here' >"$T/out" 2>"$T/err"
+"$TPRUN" -n 2 --gpus-per-rank 0 --wdir "$T/wd" "$prog" '*:touch=here' >"$T/out" 2>"$T/err"
 expect_eq "--wdir for local ranks: status" "$?" 0
 [ -e "$T/wd/here" ] && pass "--wdir: local ranks start in it" || fail "--wdir: local ranks did not start in $T/wd: $(cat "$T/err")"
 finish
