@@ -61,10 +61,11 @@ typedef struct shm_chan {
  * reader takes it; streaming stores send the lines to memory, and the writer never takes a line back from the
  * reader's cache before writing it. Which wins depends on where the two CPUs sit, and on a VM that changes while a
  * job runs: on this project's VM the same two vCPUs moved every few seconds between a placement where a cache line
- * crosses in 0.03 us and cached ring writes take 41-47 ns per KiB (streaming makes a 4 MiB transfer 3x slower), and
- * one where it crosses in 0.16 us and cached writes take 239-589 ns per KiB (streaming: 43-46 ns per KiB, the
- * transfer 1.5-5x faster). So auto (the default) writes cached, times the first ring write of each chunk of at least
- * SHM_WRITE_TIMED_MIN bytes (where the ring was written before: a first write's page faults took ~1000 ns per KiB), goes streaming after SHM_WRITE_SLOW_RUN timed chunks in a row slower than
+ * crosses in 0.03 us, cached ring writes take 44-90 ns per KiB and streaming makes a transfer 1.4-4.7x slower, and
+ * one where it crosses in 0.16-0.27 us, cached writes take 157-567 ns per KiB and streaming (36-63 ns per KiB either
+ * way) makes it 1.4-4.8x faster (tests/bench/ring_probe). So auto (the default) writes cached, times the first ring
+ * write of each chunk of at least SHM_WRITE_TIMED_MIN bytes into ring bytes written before (a first write faults the
+ * pages in: ~1000 ns per KiB), goes streaming after SHM_WRITE_SLOW_RUN timed chunks in a row slower than
  * SHM_WRITE_SLOW_NS_PER_KIB, and while streaming writes every SHM_WRITE_PROBE_EVERY-th such chunk cached, timed, to
  * go back once one is fast (docs/BENCHMARKS.md, "Sixteenth pass").
  */

@@ -40,10 +40,10 @@ static uint64_t now_ns(void)
 static void put_chunk(shm_peer_t *p, int rank, tp_xfer_t *x, uint64_t head, size_t c)
 {
     const uint8_t *src = (const uint8_t *)x->buf + x->done;
-    size_t off = (size_t)(head & (p->ring - 1)),
-           first = x->mirror == NULL || c < SHM_MIRROR_PIECE ? c : SHM_MIRROR_PIECE;
-    int timed = 0, way = shm_write_way(&p->write, c, p->ring_reached == p->ring || off + c <= p->ring_reached, &timed);
-    if (off + c > p->ring_reached) p->ring_reached = off + c < p->ring ? off + c : p->ring; /* a wrap: all of it */
+    size_t first = x->mirror == NULL || c < SHM_MIRROR_PIECE ? c : SHM_MIRROR_PIECE;
+    size_t end = (size_t)(head & (p->ring - 1)) + c; /* where the chunk ends in the ring, past its size at a wrap */
+    int timed = 0, way = shm_write_way(&p->write, c, p->ring_reached == p->ring || end <= p->ring_reached, &timed);
+    if (end > p->ring_reached) p->ring_reached = end < p->ring ? end : p->ring; /* a wrap: all of it */
     uint64_t t0 = timed ? now_ns() : 0;
     ring_put(p, way, head, src, first);
     if (timed && shm_write_timed(&p->write, first, now_ns() - t0))
