@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -27,13 +26,6 @@ static void ring_put(const shm_peer_t *p, int way, uint64_t pos, const uint8_t *
     memcpy(p->out_ring, src + first, n - first);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* A chunk of c payload bytes of the send x, from x->done on, into the ring at head, the way TP_SHM_WRITE picks for
  * it; with a mirror, into it as well in pieces small enough that the second read of each finds it in the cache (one
  * pass over the source, not two). A timed chunk's first ring write (all of it, or its first piece) is timed. */
@@ -44,9 +36,9 @@ static void put_chunk(shm_peer_t *p, int rank, tp_xfer_t *x, uint64_t head, size
     size_t end = (size_t)(head & (p->ring - 1)) + c; /* where the chunk ends in the ring, past its size at a wrap */
     int timed = 0, way = shm_write_way(&p->write, c, p->ring_reached == p->ring || end <= p->ring_reached, &timed);
     if (end > p->ring_reached) p->ring_reached = end < p->ring ? end : p->ring; /* a wrap: all of it */
-    uint64_t t0 = timed ? now_ns() : 0;
+    int64_t t0 = timed ? tp_now_ns() : 0;
     ring_put(p, way, head, src, first);
-    if (timed && shm_write_timed(&p->write, first, now_ns() - t0))
+    if (timed && shm_write_timed(&p->write, first, (uint64_t)(tp_now_ns() - t0)))
         tp_log(TP_LOG_DEBUG, "shm",
                "rank %d: ring chunks of %d KiB and more to it now written %s (cached: %u ns per KiB)", rank,
                SHM_WRITE_TIMED_MIN / 1024, p->write.way == SHM_WRITE_STREAMING ? "streaming" : "cached",
