@@ -21,27 +21,15 @@ int main(void)
     long total = (long)ROUNDS * BATCHES;
     pid_t child = fork();
     if (child < 0) return 1;
-    if (child == 0) { /* answers every odd value with the next even one */
+    long v = 0;
+    if (child == 0) { /* answers every batch's round trips */
         pin(1);
-        for (long v = 1; v < 2 * total; v += 2) {
-            while (atomic_load_explicit(w, memory_order_acquire) != v) {
-            }
-            atomic_store_explicit(w, v + 1, memory_order_release);
-        }
+        ping_rounds(w, 1, &v, total);
         _exit(0);
     }
     pin(0);
     double one_way[BATCHES];
-    long v = 0;
-    for (int b = 0; b < BATCHES; b++) {
-        double t0 = now_us();
-        for (int i = 0; i < ROUNDS; i++, v += 2) {
-            atomic_store_explicit(w, v + 1, memory_order_release);
-            while (atomic_load_explicit(w, memory_order_acquire) != v + 2) {
-            }
-        }
-        one_way[b] = (now_us() - t0) / ROUNDS / 2;
-    }
+    for (int b = 0; b < BATCHES; b++) one_way[b] = ping_rounds(w, 0, &v, ROUNDS);
     waitpid(child, NULL, 0);
     qsort(one_way, BATCHES, sizeof(double), cmp_double);
     printf("floor probe: cache line one way %.3f us (median of %d batches of %d round trips, CPUs 0 and 1)\n",

@@ -35,20 +35,8 @@ static void run_way(ctl_t *c, int reader, char *ring, const uint8_t *src, uint8_
                     double *t, double *one_way_us, double *writer_ns_kib)
 {
     const uint64_t chunks = TOTAL_BYTES / CHUNK_BYTES, slots = RING_BYTES / CHUNK_BYTES;
-    double p0 = now_us();
-    for (long i = 0; i < PINGS; i++) { /* the cache-line floor, as floor_probe measures it */
-        long v = (long)streaming * 2 * PINGS + 2 * i;
-        if (reader) {
-            while (atomic_load(&c->ping) != v + 1) {
-            }
-            atomic_store(&c->ping, v + 2);
-        } else {
-            atomic_store(&c->ping, v + 1);
-            while (atomic_load(&c->ping) != v + 2) {
-            }
-        }
-    }
-    *one_way_us = (now_us() - p0) / PINGS / 2;
+    long v = (long)streaming * 2 * PINGS; /* the cache-line floor, as floor_probe measures it */
+    *one_way_us = ping_rounds(&c->ping, reader, &v, PINGS);
     double writer_ns = 0;
     for (int pass = 0; pass < passes; pass++) {
         uint64_t base = ((uint64_t)streaming * (uint64_t)passes + (uint64_t)pass) * chunks;
