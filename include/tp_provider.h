@@ -199,7 +199,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 7
+#define TP_TRANSPORT_ABI 8
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -244,6 +244,9 @@ typedef struct tp_transport_peer {
     const char *dial;           /* TP_TRANSPORT_IP_ENDPOINTS: "ip:port,..." to try, best first; else view->address */
     const void *pair;           /* what the peer's pair_info wrote for this rank; NULL when nothing */
     size_t pair_len;
+    /* The peer shares this rank's kernel, whose ranks outnumber the CPUs they may run on (from the ranks' CPU sets,
+     * else the CPUs online): one of the two may wait for a CPU while the other runs. */
+    int crowded;
 } tp_transport_peer_t;
 
 #define TP_TRANSPORT_IP_ENDPOINTS 1u /* its address is "ip:port": the runtime picks the interfaces to dial */

@@ -462,7 +462,10 @@ tp_status_t tp_transports_connect(tp_world_t *w)
     for (int k = 0; k < t->n; k++) {
         for (int p = 0; p < w->size; p++) {
             int use = t->peer_tr[p] == k;
-            peers[p] = (tp_transport_peer_t){.use = use, .view = &t->views[p], .dial = t->addrs[p]};
+            peers[p] = (tp_transport_peer_t){.use = use,
+                                             .view = &t->views[p],
+                                             .dial = t->addrs[p],
+                                             .crowded = t->views[p].same_kernel && t->yield};
             if (!use) continue;
             for (int i = 0; i < t->npairs; i++)
                 if (t->pairs[i].from == p) peers[p].pair = t->pairs[i].data, peers[p].pair_len = t->pairs[i].len;

@@ -83,6 +83,34 @@ if echo "$names" | grep -qx shm; then
                 "streamed"
         fi
     done
+    # where ring frames of 64 KiB (this run's part) go: on through the ring (walk) or back to its start; auto walks
+    # unless the ranks outnumber the CPUs they may run on (this shell's, which every rank inherits)
+    cpus=$(nproc)
+    for run in "2 never" "4 always" "4 auto"; do
+        read -r n walk <<<"$run"
+        shm_run "TP_SHM_RING_WALK=$walk" "$n" "TP_SHM_RING_WALK=$walk" || continue
+        walked=$(echo "$out" | grep -c " shm: rank [0-9]*: ring frames of 64 KiB and more walk the ring$")
+        back=$(echo "$out" | grep -c " shm: rank [0-9]*: ring frames of 64 KiB and more go back to its start when")
+        # at close each link counts its frames of 64 KiB and more that went back to the ring's start
+        went_back=$(echo "$out" | grep -c " changes of way, [1-9][0-9]* frames of 64 KiB and more back at the ring's")
+        want=$((n * (n - 1)))
+        if [ "$walk" = never ] || { [ "$walk" = auto ] && [ "$n" -gt "$cpus" ]; }; then
+            want=0
+        fi
+        if [ "$walked" -ne "$want" ] || [ "$back" -ne $((n * (n - 1) - want)) ]; then
+            echo "FAIL: shm with TP_SHM_RING_WALK=$walk, $n ranks on $cpus CPUs: $walked links walk and $back go" \
+                "back, not $want and $((n * (n - 1) - want))"
+            fails=$((fails + 1))
+        elif { [ "$want" -gt 0 ] && [ "$went_back" -ne 0 ]; } || { [ "$want" -eq 0 ] && [ "$went_back" -eq 0 ]; }; then
+            echo "FAIL: shm with TP_SHM_RING_WALK=$walk, $n ranks on $cpus CPUs: $went_back links sent frames of" \
+                "64 KiB and more back to the ring's start"
+            echo "$out" | grep " frames of 64 KiB and more back" | head -4
+            fails=$((fails + 1))
+        else
+            echo "ok: shm with TP_SHM_RING_WALK=$walk, $n ranks on $cpus CPUs: every case matches, $walked of" \
+                "$((n * (n - 1))) links walk the ring, $went_back sent frames of 64 KiB and more back to its start"
+        fi
+    done
     # the mapped path: every buffer from tp_mem_alloc, read by the peer where it lies from 2 KiB on (one allocation
     # per call, so each peer maps, evicts and tells apart allocations whose fd numbers the sender reuses)
     for n in 2 3 4; do

@@ -67,6 +67,7 @@ with_env=TP_TRANSPORTS=verbs refused 'tprun: TP_TRANSPORTS: unknown transport "v
 refused 'tprun: -x TP_TRANSPORTS: unknown transport "verbs" in "tcp,^verbs" (known: shm, tcp)' -n 2 -x TP_TRANSPORTS=tcp,^verbs "$prog" $run
 with_env=TP_PART_BYTES=8 refused 'tprun: TP_PART_BYTES: expected a byte count from 64 to 1G (a part holds at least one element), got "8"' -n 2 "$prog" $run
 with_env=TP_SHM_WRITE=Streaming refused 'tprun: TP_SHM_WRITE: expected auto, cached or streaming, got "Streaming"' -n 2 "$prog" $run
+with_env=TP_SHM_RING_WALK=yes refused 'tprun: TP_SHM_RING_WALK: expected auto, always or never, got "yes"' -n 2 "$prog" $run
 with_env=TP_TORCH_ENV=maybe refused 'tprun: TP_TORCH_ENV: expected 1, 0, yes, no, true, false, on or off, got "maybe"' -n 2 "$prog" $run
 refused "tprun: --wdir $T/none: No such file or directory" -n 2 --wdir "$T/none" "$prog" $run
 refused "tprun: --wdir $noexec: not a directory" -n 2 --wdir "$noexec" "$prog" $run

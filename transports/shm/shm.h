@@ -154,9 +154,11 @@ typedef struct shm_peer {
     int hdr_have;
     tp_xfer_t *rx_cur; /* the receive the current frame's payload goes to */
     size_t rx_left;
-    shm_write_pick_t write; /* how ring payloads to the peer are written */
-    uint64_t ring_frames;   /* ring frames written to the peer (a debug note at close) */
-    size_t ring_reached;    /* ring bytes from the start written at least once: their pages are in */
+    shm_write_pick_t write;   /* how ring payloads to the peer are written */
+    uint64_t ring_frames;     /* ring frames written to the peer (a debug note at close) */
+    uint64_t ring_large_back; /* of those, frames of SHM_RING_WINDOW bytes and more that went back to the start */
+    size_t ring_reached;      /* ring bytes from the start written at least once: their pages are in */
+    int walk; /* frames of SHM_RING_WINDOW bytes and more go on where the last one ended, not back to the start */
 } shm_peer_t;
 
 typedef struct shm_state {
@@ -220,6 +222,9 @@ int shm_parse_bytes(const char *text, uint64_t *out);
 uint64_t shm_min_frame(const char *name, const char *dflt);
 /* TP_SHM_WRITE's value as SHM_WRITE_* (unset: auto), -1 when it is none (shm_config.c). */
 int shm_write_setting(const char *text);
+enum { SHM_WALK_AUTO = 0, SHM_WALK_ALWAYS = 1, SHM_WALK_NEVER = 2 };
+/* TP_SHM_RING_WALK's value as SHM_WALK_* (unset: auto), -1 when it is none (shm_config.c). */
+int shm_walk_setting(const char *text);
 tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);
 
 #endif

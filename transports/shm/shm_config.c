@@ -33,6 +33,14 @@ int shm_write_setting(const char *text)
     return -1;
 }
 
+int shm_walk_setting(const char *text)
+{
+    if (text == NULL || strcmp(text, "auto") == 0) return SHM_WALK_AUTO;
+    if (strcmp(text, "always") == 0) return SHM_WALK_ALWAYS;
+    if (strcmp(text, "never") == 0) return SHM_WALK_NEVER;
+    return -1;
+}
+
 static tp_status_t check_bytes(const char *name, const char *text, char *err, size_t err_len)
 {
     uint64_t v;
@@ -58,6 +66,13 @@ static tp_status_t check_write(const char *text, char *err, size_t err_len)
     return TP_ERR_INVALID;
 }
 
+static tp_status_t check_walk(const char *text, char *err, size_t err_len)
+{
+    if (shm_walk_setting(text) >= 0) return TP_OK;
+    snprintf(err, err_len, "TP_SHM_RING_WALK: expected auto, always or never, got \"%.64s\"", text);
+    return TP_ERR_INVALID;
+}
+
 const tp_config_entry_t tp_shm_config[] = {
     {"TP_SHM_CMA_BYTES", "shm_cma_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, SHM_CMA_BYTES_TEXT,
      "shm: frames of at least this many bytes (above 1 KiB) are read straight from the sender's buffer with "
@@ -73,5 +88,10 @@ const tp_config_entry_t tp_shm_config[] = {
      "streaming for chunks of 32 KiB and more while timed cached writes show the peer's CPU far from this one's "
      "cache; see ENGINE.md)",
      check_write},
+    {"TP_SHM_RING_WALK", "shm_ring_walk", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
+     "shm: where ring frames of 64 KiB and more go: always on where the last one ended, through the whole ring; "
+     "never (back at the ring's start whenever they fit there, rewriting the lines the peer has just read); or auto "
+     "(default: always, but never while this kernel's ranks outnumber the CPUs they may run on; see ENGINE.md)",
+     check_walk},
     {0},
 };

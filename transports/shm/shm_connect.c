@@ -55,9 +55,11 @@ static void shm_close_segment(void *state)
         shm_peer_t *p = &st->peers[r];
         if (p->ring_frames > 0)
             tp_log(TP_LOG_DEBUG, "shm",
-                   "rank %d: %llu ring frames written to it, %llu chunks streaming, %llu changes of way", r,
-                   (unsigned long long)p->ring_frames, (unsigned long long)p->write.streamed,
-                   (unsigned long long)p->write.switches);
+                   "rank %d: %llu ring frames written to it, %llu chunks streaming, %llu changes of way, %llu frames "
+                   "of %d KiB and more back at the ring's start",
+                   r, (unsigned long long)p->ring_frames, (unsigned long long)p->write.streamed,
+                   (unsigned long long)p->write.switches, (unsigned long long)p->ring_large_back,
+                   SHM_RING_WINDOW / 1024);
         if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
         if (p->pidfd >= 0) close(p->pidfd);
         if (p->eventfd >= 0) close(p->eventfd);
@@ -338,12 +340,19 @@ tp_status_t shm_connect_peer(shm_state_t *st, int r)
 static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
 {
     shm_state_t *st = state;
-    int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* a bad value was refused at init */
+    int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* bad values were refused at init */
+    int walk = shm_walk_setting(getenv("TP_SHM_RING_WALK"));
     for (int r = 0; r < st->size; r++) {
         if (!peers[r].use) continue;
-        shm_write_start(&st->peers[r].write, way);
-        if (st->peers[r].write.setting == SHM_WRITE_STREAMING)
+        shm_peer_t *p = &st->peers[r];
+        shm_write_start(&p->write, way);
+        if (p->write.setting == SHM_WRITE_STREAMING)
             tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring payloads to it written with streaming stores", r);
+        /* Two ranks on CPUs of their own: large frames walk the ring, 0.5-0.7 of the time of going back to its start
+         * at 64-512 KiB; crowded, going back wins (BENCHMARKS.md, "Seventeenth pass") */
+        p->walk = walk == SHM_WALK_ALWAYS || (walk == SHM_WALK_AUTO && !peers[r].crowded);
+        tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring frames of %d KiB and more %s", r, SHM_RING_WINDOW / 1024,
+               p->walk ? "walk the ring" : "go back to its start when they fit there");
     }
     for (int r = 0; st->env.connect_lazy && r < st->size; r++)
         if (peers[r].use && (st->peers[r].address = strdup(peers[r].view->address)) == NULL) return TP_ERR_NO_MEMORY;

@@ -187,12 +187,14 @@ static tp_status_t ring_room(shm_peer_t *p, int rank, uint64_t head, size_t want
  * Frames then reuse the ring's first pages instead of walking all of it: they stay in cache, and in a virtual
  * machine the first touch of each page through each mapping is expensive, populated or not. Going back to the start
  * needs the peer's consumed position, a line it writes after every frame: read once per window, not per frame.
+ * Frames of SHM_RING_WINDOW bytes and more to a peer with p->walk go on where the last one ended: going back, they
+ * rewrite the lines the peer has just read, each write first taking its line back from the peer's cache.
  */
 static tp_status_t ring_start(shm_peer_t *p, int rank, uint64_t head, size_t fl, uint64_t *start)
 {
     uint64_t skip = (p->ring - (head & (p->ring - 1))) & (p->ring - 1), space = 0;
     *start = head;
-    if (skip == 0 || fl > p->ring - skip) return TP_OK;
+    if (skip == 0 || fl > p->ring - skip || (p->walk && fl >= SHM_RING_WINDOW)) return TP_OK;
     if ((head & (p->ring - 1)) + fl <= SHM_RING_WINDOW) return TP_OK;
     tp_status_t s = ring_room(p, rank, head, skip + fl, &space);
     if (s == TP_OK && space >= skip + fl) *start = head + skip;
@@ -221,6 +223,7 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
     if (!inl && !cma && !map && (s = ring_start(p, rank, *head, fl, &start)) != TP_OK) return s;
     if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
+        p->ring_large_back += fl >= SHM_RING_WINDOW;
         *head = start;
         atomic_store_explicit(&p->out->head, start, memory_order_release);
     }
