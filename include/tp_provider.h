@@ -180,6 +180,9 @@ static inline uint64_t tp_get_le64(const uint8_t *p)
 TP_API void tp_frame_set_part(uint8_t header[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t bytes);
 /* The payload size a header claims. */
 TP_API uint32_t tp_frame_bytes(const uint8_t header[TP_FRAME_HEADER_BYTES]);
+/* Which collective (or send/receive) a header's call is, as a number under 16 that both ends of the call see alike:
+ * a transport may keep what it learns per kind of call (shm times exchanges so). */
+TP_API unsigned tp_frame_kind(const uint8_t header[TP_FRAME_HEADER_BYTES]);
 /*
  * Checks a received header against the expected one: a bad magic, an impossible size (over max_bytes) or an
  * unknown field is TP_ERR_PROTOCOL, another call, collective, type, count or root TP_ERR_DESYNC; *matched is

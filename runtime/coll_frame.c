@@ -54,6 +54,8 @@ void tp_frame_set_part(uint8_t h[TP_FRAME_HEADER_BYTES], uint32_t part, uint32_t
 
 uint32_t tp_frame_bytes(const uint8_t h[TP_FRAME_HEADER_BYTES]) { return tp_get_le32(h + OFF_BYTES); }
 
+unsigned tp_frame_kind(const uint8_t h[TP_FRAME_HEADER_BYTES]) { return h[OFF_COLL] & 15u; }
+
 /* "all_reduce f32 count 1024" (with the root for the calls that have one). */
 static void describe(const tp_frame_id_t *id, char *out, size_t len)
 {

@@ -22,7 +22,7 @@ typedef enum tp_coll_kind {
     TP_COLL_SEND = 8,
     TP_COLL_EXCHANGE = 9,
     TP_COLL_SPLIT = 10,
-    TP_COLL_KIND_MAX = 10,
+    TP_COLL_KIND_MAX = 10, /* under 16: tp_frame_kind tells transports the kind in 4 bits */
 } tp_coll_kind_t;
 
 /* A call's identity: every frame of one call carries it, and receivers compare it. */

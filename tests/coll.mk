@@ -80,6 +80,13 @@ tests_shm_write_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
 tests_shm_write_unit_LDADD = libtp_internal.la
 tests_shm_write_unit_LDFLAGS = -no-install
 TESTS += tests/shm_write_unit
+# TP_SHM_CMA_BYTES=auto's choice of way for a class of exchanges.
+check_PROGRAMS += tests/shm_xchg_unit
+tests_shm_xchg_unit_SOURCES = tests/shm_xchg_unit.c
+tests_shm_xchg_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
+tests_shm_xchg_unit_LDADD = libtp_internal.la
+tests_shm_xchg_unit_LDFLAGS = -no-install
+TESTS += tests/shm_xchg_unit
 EXTRA_DIST += tests/shm_fault.sh
 # shm where peers may not take a rank's fds (no pidfd_getfd, Yama's ptrace_scope), played by an LD_PRELOAD shim.
 check_LTLIBRARIES += tests/libfakeptrace.la

@@ -111,6 +111,24 @@ if echo "$names" | grep -qx shm; then
                 "$((n * (n - 1))) links walk the ring, $went_back sent frames of 64 KiB and more back to its start"
         fi
     done
+    # TP_SHM_CMA_BYTES=auto (the default) times exchanges (a send meeting a receive from the same peer, 256 KiB and
+    # more) and tries CMA on every second of a kind's first ten, unless the ranks outnumber their CPUs
+    for n in 2 4; do
+        shm_run "TP_SHM_CMA_BYTES=auto" "$n" "TP_SHM_CMA_BYTES=auto" || continue
+        timed=$(echo "$out" | grep -c " shm: rank [0-9]*: [1-9][0-9]* exchanges timed, [1-9][0-9]* of them by CMA$")
+        any=$(echo "$out" | grep -c " exchanges timed, ")
+        if echo "$out" | grep -q "process_vm_readv of its memory refused"; then
+            echo "ok: shm with TP_SHM_CMA_BYTES=auto, $n ranks: every case matches (CMA refused here: $any links timed)"
+        elif { [ "$n" -le "$cpus" ] && [ "$timed" -lt 2 ]; } || { [ "$n" -gt "$cpus" ] && [ "$any" -ne 0 ]; }; then
+            echo "FAIL: shm with TP_SHM_CMA_BYTES=auto, $n ranks on $cpus CPUs: $timed links timed exchanges and" \
+                "sent some by CMA, $any timed any"
+            echo "$out" | grep " exchanges " | head -4
+            fails=$((fails + 1))
+        else
+            echo "ok: shm with TP_SHM_CMA_BYTES=auto, $n ranks on $cpus CPUs: every case matches, $timed links sent" \
+                "exchanges by CMA"
+        fi
+    done
     # the mapped path: every buffer from tp_mem_alloc, read by the peer where it lies from 2 KiB on (one allocation
     # per call, so each peer maps, evicts and tells apart allocations whose fd numbers the sender reuses)
     for n in 2 3 4; do

@@ -15,7 +15,7 @@
 #define SHM_RING_WINDOW    65536 /* ring frames follow each other this far before going back to the ring's start */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
 #define SHM_MIRROR_PIECE   16384                 /* a send mirrors each piece this long at once: still cached */
-#define SHM_CMA_BYTES_TEXT "0"                   /* default TP_SHM_CMA_BYTES: never (BENCHMARKS.md, "CMA") */
+#define SHM_CMA_BYTES_TEXT "auto"                /* default TP_SHM_CMA_BYTES: exchanges, by measured time */
 #define SHM_MAP_BYTES_TEXT "1M"                  /* default TP_SHM_MAP_BYTES (BENCHMARKS.md, "Mapped") */
 #define SHM_REACH_PRIORITY 10                    /* above tcp's: same-host peers go through memory */
 #define SHM_LINE           64
@@ -119,6 +119,46 @@ typedef struct shm_map {
     uint64_t used;
 } shm_map_t;
 
+/*
+ * TP_SHM_CMA_BYTES=auto: an exchange is a send of at least SHM_XCHG_MIN bytes, all of them there, posted while a
+ * receive from the same peer of at least that size waits (a 2-rank all_gather, a sendrecv pair): both ranks copy at
+ * once, where one CMA read each can beat a write and a read each through the ring (GPU host: 0.5-0.9 of the time) or
+ * lose (this project's VM: 1.0-1.3; BENCHMARKS.md, "Seventeenth pass"). Each exchange is timed from its send's post
+ * until both its transfers complete, per KiB moved, in classes by kind of call (tp_frame_kind) and send size; a
+ * ring exchange counts only once the ring was written through (its first lap faults pages in: 1000 ns per KiB). A
+ * class's first 2 * SHM_XCHG_WINDOW exchanges alternate ring and CMA (the peer counts the same exchanges, so both
+ * ranks try the same way at once);
+ * then it goes the way whose last SHM_XCHG_WINDOW times have the lower median, changing only for a median
+ * SHM_XCHG_MARGIN_PCT percent lower, and every SHM_XCHG_PROBE_EVERY-th exchange goes the other way to keep its times
+ * fresh. One exchange per peer is timed at a time; a send posted meanwhile goes through the ring.
+ */
+enum { SHM_XCHG_RING = 0, SHM_XCHG_CMA = 1 };
+#define SHM_XCHG_MIN         262144
+#define SHM_XCHG_KINDS       16 /* tp_frame_kind's range: each kind of call has its own classes */
+#define SHM_XCHG_CLASSES     6  /* 256 KiB-, 512 KiB-, 1 MiB-, 2 MiB-, 4 MiB-, 8 MiB and more */
+#define SHM_XCHG_WINDOW      5
+#define SHM_XCHG_MARGIN_PCT  10
+#define SHM_XCHG_PROBE_EVERY 32
+
+typedef struct shm_xchg_class {
+    uint32_t ns_kib[2][SHM_XCHG_WINDOW]; /* by way: the last timed exchanges, ns per KiB moved */
+    uint32_t have[2], next[2];           /* by way: times kept, and the slot of the next */
+    uint32_t count;                      /* exchanges of the class so far (the schedule) */
+    int best;                            /* SHM_XCHG_RING or _CMA: the way exchanges go between probes */
+    uint64_t changes;
+} shm_xchg_class_t;
+
+typedef struct shm_xchg {
+    int on;                       /* TP_SHM_CMA_BYTES=auto, the peer not crowded */
+    tp_xfer_t *send, *recv;       /* the exchange being timed; NULL: none */
+    int64_t start_ns;
+    shm_xchg_class_t *cls;        /* its class */
+    int way, went_cma;            /* the way it goes, whether a frame of it went by CMA */
+    int warm;                     /* every byte of the ring to the peer was written before it began */
+    uint64_t timed, by_cma;       /* exchanges timed, and of those how many by CMA (a debug note at close) */
+    shm_xchg_class_t *classes;    /* [kind * SHM_XCHG_CLASSES + class], from the peer's first exchange on */
+} shm_xchg_t;
+
 /* One peer: its segment (where this rank writes), and this rank's view of both directions. */
 typedef struct shm_peer {
     int use;
@@ -141,7 +181,8 @@ typedef struct shm_peer {
     uint64_t in_tail, in_head_seen;          /* private truth of what this rank consumed, and the peer's last head */
     uint64_t in_cells_next;                  /* cells this rank consumed: the next frame's cell */
     int stalled;                             /* the send waits for the peer to free cells or ring bytes */
-    uint64_t cma_min;                        /* frames of this many bytes go by CMA (the peer reads them); 0: never */
+    uint64_t cma_min; /* frames of this many bytes go by CMA (the peer reads them); 0: never, or exchanges (xchg) */
+    shm_xchg_t xchg;
     uint64_t map_min;   /* frames of this many bytes from tp_mem_alloc memory go mapped; 0: never */
     uint64_t lent_wait; /* the cell after the descriptor of the frame the peer reads from here (CMA, mapped); 0: none */
     shm_map_t maps[SHM_MAPS]; /* the peer's allocations this rank has mapped */
@@ -170,6 +211,7 @@ typedef struct shm_state {
     size_t seg_bytes;
     shm_ctl_t *ctl;
     int waited;          /* event_fds armed the sleeping word: the next progress clears it and checks the peers' pids */
+    int xchg_open;       /* peers with an exchange being timed */
     shm_peer_t *peers;   /* by world rank */
     struct pollfd *pfds; /* the pidfds a return from a wait checks, and their ranks */
     int *dead;
@@ -215,6 +257,13 @@ int shm_write_timed(shm_write_pick_t *w, size_t n, uint64_t ns);
 
 /* shm_cma.c */
 void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
+/* A send just posted to peer r: starts timing it as an exchange where it is one (TP_SHM_CMA_BYTES=auto). */
+void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x);
+/* After progress: ends each timed exchange whose two transfers are complete. */
+void shm_xchg_check(shm_state_t *st);
+/* The way for a class's next exchange (counting it), and a timed one's result: 1 when the class changed way. */
+int shm_xchg_way(shm_xchg_class_t *c);
+int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib);
 /* "4096", "64K", "1M", "1G" to bytes (0), else -1 (shm_config.c, which tprun links too). */
 int shm_parse_bytes(const char *text, uint64_t *out);
 /* A TP_SHM_*_BYTES setting as the least frame that goes by its path (CMA, mapped): the environment's value, or dflt

@@ -1,6 +1,7 @@
 /* shm_cma.c: large payloads read straight from the sender's buffer (process_vm_readv), where the kernel allows it. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -23,6 +24,96 @@ void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r)
     atomic_store(&p->in->cma, (uint32_t)ok); /* in this rank's segment: the peer's sends read it */
     p->cma_min = shm_min_frame("TP_SHM_CMA_BYTES", SHM_CMA_BYTES_TEXT);
     (void)st;
+}
+
+static uint32_t median(const uint32_t *v, uint32_t n)
+{
+    uint32_t s[SHM_XCHG_WINDOW];
+    memcpy(s, v, n * sizeof(*v));
+    for (uint32_t i = 1; i < n; i++) /* insertion sort of at most SHM_XCHG_WINDOW */
+        for (uint32_t j = i; j > 0 && s[j - 1] > s[j]; j--) {
+            uint32_t t = s[j];
+            s[j] = s[j - 1];
+            s[j - 1] = t;
+        }
+    return s[n / 2];
+}
+
+int shm_xchg_way(shm_xchg_class_t *c)
+{
+    uint32_t n = c->count++;
+    if (n < 2 * SHM_XCHG_WINDOW) return (int)(n % 2); /* ring, CMA, ring, ...: both ranks in step */
+    return n % SHM_XCHG_PROBE_EVERY == 0 ? !c->best : c->best;
+}
+
+int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib)
+{
+    c->ns_kib[way][c->next[way]] = ns_per_kib;
+    c->next[way] = (c->next[way] + 1) % SHM_XCHG_WINDOW;
+    if (c->have[way] < SHM_XCHG_WINDOW) c->have[way]++;
+    if (c->have[0] < SHM_XCHG_WINDOW || c->have[1] < SHM_XCHG_WINDOW) return 0;
+    uint64_t best = median(c->ns_kib[c->best], SHM_XCHG_WINDOW), other = median(c->ns_kib[!c->best], SHM_XCHG_WINDOW);
+    if (other * 100 >= best * (100 - SHM_XCHG_MARGIN_PCT)) return 0;
+    c->best = !c->best;
+    c->changes++;
+    return 1;
+}
+
+/* A receive from the peer at least SHM_XCHG_MIN long that has not completed, or NULL. */
+static tp_xfer_t *waiting_recv(const shm_peer_t *p)
+{
+    for (tp_xfer_t *r = p->recv_head; r != NULL; r = r->next)
+        if (r->len >= SHM_XCHG_MIN && !r->complete) return r;
+    return NULL;
+}
+
+void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
+{
+    shm_xchg_t *e = &p->xchg;
+    if (!e->on || e->send != NULL || x->len < SHM_XCHG_MIN || x->streamed || x->ready < x->len ||
+        x->mem != TP_MEM_HOST || !atomic_load_explicit(&p->out->cma, memory_order_relaxed))
+        return;
+    tp_xfer_t *r = waiting_recv(p);
+    if (r == NULL) return;
+    if (e->classes == NULL && (e->classes = calloc(SHM_XCHG_KINDS * SHM_XCHG_CLASSES, sizeof(*e->classes))) == NULL)
+        return; /* untimed: the ring */
+    int cls = 0;
+    while (cls < SHM_XCHG_CLASSES - 1 && x->len >= ((size_t)SHM_XCHG_MIN << (cls + 1))) cls++;
+    e->send = x;
+    e->recv = r;
+    e->cls = &e->classes[tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls];
+    e->way = shm_xchg_way(e->cls);
+    e->went_cma = 0;
+    e->warm = p->ring_reached == p->ring;
+    e->start_ns = tp_now_ns();
+    st->xchg_open++;
+}
+
+void shm_xchg_check(shm_state_t *st)
+{
+    for (int r = 0; st->xchg_open > 0 && r < st->size; r++) {
+        shm_xchg_t *e = &st->peers[r].xchg;
+        if (e->send == NULL || !e->send->complete || !e->recv->complete) continue;
+        uint64_t bytes = e->send->len + e->recv->len, ns = (uint64_t)(tp_now_ns() - e->start_ns);
+        uint64_t per_kib = ns * 1024 / bytes;
+        shm_xchg_class_t *c = e->cls;
+        /* Counted: a ring exchange once the ring was written through (its first lap faults pages in), and one with
+         * a frame that went by CMA (not one whose CMA the peer had not allowed yet: its probe came late). */
+        if ((e->way == SHM_XCHG_RING && e->warm) || e->went_cma) {
+            e->timed++;
+            e->by_cma += e->went_cma;
+            if (shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib))
+                tp_log(TP_LOG_DEBUG, "shm",
+                       "rank %d: exchanges of kind %u, %zu KiB and more, now go %s (median %u ns per KiB moved, "
+                       "against %u)",
+                       r, (unsigned)((c - e->classes) / SHM_XCHG_CLASSES),
+                       ((size_t)SHM_XCHG_MIN << ((c - e->classes) % SHM_XCHG_CLASSES)) / 1024,
+                       c->best == SHM_XCHG_CMA ? "by CMA" : "through the ring", median(c->ns_kib[c->best], SHM_XCHG_WINDOW),
+                       median(c->ns_kib[!c->best], SHM_XCHG_WINDOW));
+        }
+        e->send = e->recv = NULL;
+        st->xchg_open--;
+    }
 }
 
 tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len)

@@ -51,7 +51,12 @@ static tp_status_t check_bytes(const char *name, const char *text, char *err, si
 
 static tp_status_t check_cma_bytes(const char *text, char *err, size_t err_len)
 {
-    return check_bytes("TP_SHM_CMA_BYTES", text, err, err_len);
+    if (strcmp(text, "auto") == 0) return TP_OK;
+    uint64_t v;
+    if (shm_parse_bytes(text, &v) == 0) return TP_OK;
+    snprintf(err, err_len, "TP_SHM_CMA_BYTES: expected auto or a byte count such as 0, 64K or 1M, got \"%.64s\"",
+             text);
+    return TP_ERR_INVALID;
 }
 
 static tp_status_t check_map_bytes(const char *text, char *err, size_t err_len)
@@ -76,7 +81,9 @@ static tp_status_t check_walk(const char *text, char *err, size_t err_len)
 const tp_config_entry_t tp_shm_config[] = {
     {"TP_SHM_CMA_BYTES", "shm_cma_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, SHM_CMA_BYTES_TEXT,
      "shm: frames of at least this many bytes (above 1 KiB) are read straight from the sender's buffer with "
-     "process_vm_readv, one copy instead of two through the ring, where the kernel allows it; 0 (default): never",
+     "process_vm_readv, one copy instead of two through the ring, where the kernel allows it; 0: never; auto "
+     "(default): sends of 256 KiB and more that meet a receive from the same peer (an exchange) go whichever way "
+     "timed exchanges show faster, unless this kernel's ranks outnumber their CPUs (see ENGINE.md)",
      check_cma_bytes},
     {"TP_SHM_MAP_BYTES", "shm_map_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, SHM_MAP_BYTES_TEXT,
      "shm: frames of at least this many bytes (above 1 KiB) whose bytes lie in memory from tp_mem_alloc are read by "

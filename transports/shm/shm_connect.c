@@ -60,6 +60,10 @@ static void shm_close_segment(void *state)
                    r, (unsigned long long)p->ring_frames, (unsigned long long)p->write.streamed,
                    (unsigned long long)p->write.switches, (unsigned long long)p->ring_large_back,
                    SHM_RING_WINDOW / 1024);
+        if (p->xchg.timed > 0)
+            tp_log(TP_LOG_DEBUG, "shm", "rank %d: %llu exchanges timed, %llu of them by CMA", r,
+                   (unsigned long long)p->xchg.timed, (unsigned long long)p->xchg.by_cma);
+        free(p->xchg.classes);
         if (p->seg != NULL) munmap(p->seg, p->seg_bytes);
         if (p->pidfd >= 0) close(p->pidfd);
         if (p->eventfd >= 0) close(p->eventfd);
@@ -342,6 +346,8 @@ static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
     shm_state_t *st = state;
     int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* bad values were refused at init */
     int walk = shm_walk_setting(getenv("TP_SHM_RING_WALK"));
+    const char *cma = getenv("TP_SHM_CMA_BYTES");
+    int cma_auto = cma == NULL || strcmp(cma, "auto") == 0;
     for (int r = 0; r < st->size; r++) {
         if (!peers[r].use) continue;
         shm_peer_t *p = &st->peers[r];
@@ -351,6 +357,8 @@ static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
         /* Two ranks on CPUs of their own: large frames walk the ring, 0.5-0.7 of the time of going back to its start
          * at 64-512 KiB; crowded, going back wins (BENCHMARKS.md, "Seventeenth pass") */
         p->walk = walk == SHM_WALK_ALWAYS || (walk == SHM_WALK_AUTO && !peers[r].crowded);
+        /* crowded, CMA lost at every size (BENCHMARKS.md, "CMA: where the single copy wins") */
+        p->xchg.on = cma_auto && !peers[r].crowded;
         tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring frames of %d KiB and more %s", r, SHM_RING_WINDOW / 1024,
                p->walk ? "walk the ring" : "go back to its start when they fit there");
     }

@@ -146,6 +146,7 @@ tp_status_t shm_post(void *state, tp_xfer_t *x)
     if (x->is_send ? p->send_broken != TP_OK : p->broken != TP_OK) return x->is_send ? p->send_broken : p->broken;
     if (x->is_send) tp_xfer_enqueue(x, st->env.part_bytes, &p->send_head, &p->send_tail);
     else tp_xfer_enqueue(x, st->env.part_bytes, &p->recv_head, &p->recv_tail);
+    if (x->is_send && p->xchg.on) shm_xchg_post(st, p, x);
     return TP_OK;
 }
 
@@ -219,8 +220,10 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
     /* the peer reads it where it lies; never bytes made during the call: the peer would then hold lines this rank
      * writes again in its next call, each write waiting to take its line back (a 512 KiB reduce: 150 against 40 us) */
     int map = !inl && fr == fl && !x->growing && shm_map_describe(p, x, base, fl, via);
-    int cma = !inl && !map && !x->streamed && p->cma_min > 0 && fl >= p->cma_min && fr == fl &&
+    int cma = !inl && !map && !x->streamed && fr == fl &&
+              (p->cma_min > 0 ? fl >= p->cma_min : p->xchg.send == x && p->xchg.way == SHM_XCHG_CMA) &&
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
+    if (cma && p->xchg.send == x) p->xchg.went_cma = 1;
     if (!inl && !cma && !map && (s = ring_start(p, rank, *head, fl, &start)) != TP_OK) return s;
     if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
         p->ring_large_back += fl >= SHM_RING_WINDOW;
@@ -522,6 +525,7 @@ tp_status_t shm_progress(void *state, int *moved_out)
         tp_status_t exited = shm_peer_exited_why(p, why, sizeof(why));
         s = shm_fail(p, st->dead[i], exited, why);
     }
+    if (st->xchg_open > 0) shm_xchg_check(st);
     *moved_out = moved;
     return s;
 }
@@ -570,5 +574,7 @@ void shm_cancel(void *state)
         p->recv_head = p->recv_tail = NULL;
         p->rx_cur = NULL;
         p->lent_wait = 0; /* its frame had started: the pair is broken above, so nothing waits on it again */
+        p->xchg.send = p->xchg.recv = NULL;
     }
+    st->xchg_open = 0;
 }

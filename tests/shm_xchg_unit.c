@@ -1,0 +1,78 @@
+/*
+ * shm_xchg_unit: TP_SHM_CMA_BYTES=auto's choice of way for a class of exchanges (transports/shm/shm_cma.c): the
+ * first 2 * SHM_XCHG_WINDOW alternate ring and CMA; then the way whose last times have the lower median, changing
+ * only for one SHM_XCHG_MARGIN_PCT percent lower, one outlier changing nothing; every SHM_XCHG_PROBE_EVERY-th
+ * exchange goes the other way, and its times can bring the class back.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "shm.h"
+
+#include "unit_check.h"
+
+/* count exchanges of class c, each timed at cma or ring ns per KiB by the way it went; how many went by CMA. */
+static int exchanges(shm_xchg_class_t *c, int count, uint32_t ring, uint32_t cma)
+{
+    int by_cma = 0;
+    for (int i = 0; i < count; i++) {
+        int way = shm_xchg_way(c);
+        by_cma += way == SHM_XCHG_CMA;
+        shm_xchg_timed(c, way, way == SHM_XCHG_CMA ? cma : ring);
+    }
+    return by_cma;
+}
+
+int main(void)
+{
+    shm_xchg_class_t c;
+    memset(&c, 0, sizeof(c));
+    int ways[2 * SHM_XCHG_WINDOW], alternate = 1;
+    for (int i = 0; i < 2 * SHM_XCHG_WINDOW; i++) {
+        ways[i] = shm_xchg_way(&c);
+        alternate = alternate && ways[i] == i % 2;
+        shm_xchg_timed(&c, ways[i], ways[i] == SHM_XCHG_CMA ? 50 : 100);
+    }
+    CHECK(alternate, "the first %d exchanges do not alternate ring and CMA from the ring", 2 * SHM_XCHG_WINDOW);
+    CHECK(c.best == SHM_XCHG_CMA && c.changes == 1, "CMA at half the ring's time: best %d after %llu changes", c.best,
+          (unsigned long long)c.changes);
+
+    /* from now on one exchange in SHM_XCHG_PROBE_EVERY goes through the ring */
+    int n = 4 * SHM_XCHG_PROBE_EVERY, by_cma = exchanges(&c, n, 100, 50);
+    CHECK(by_cma == n - 4, "CMA best: %d of %d exchanges by CMA, not %d", by_cma, n, n - 4);
+
+    /* one slow CMA exchange among fast ones: the median holds */
+    exchanges(&c, 1, 100, 1000);
+    exchanges(&c, SHM_XCHG_WINDOW - 2, 100, 50);
+    CHECK(c.best == SHM_XCHG_CMA && c.changes == 1, "one slow CMA exchange changed the way (%llu changes)",
+          (unsigned long long)c.changes);
+
+    /* CMA slows to 95 against the ring's 100: the ring is not SHM_XCHG_MARGIN_PCT faster, so CMA stays */
+    exchanges(&c, SHM_XCHG_WINDOW, 100, 95);
+    CHECK(c.best == SHM_XCHG_CMA && c.changes == 1, "CMA at 95 against the ring's 100 left CMA (%llu changes)",
+          (unsigned long long)c.changes);
+    /* CMA slows to 200: its own times show it at once, and the ring's from the probes win it back */
+    exchanges(&c, SHM_XCHG_WINDOW, 100, 200);
+    CHECK(c.best == SHM_XCHG_RING && c.changes == 2, "CMA at twice the ring's time: best %d, %llu changes", c.best,
+          (unsigned long long)c.changes);
+    by_cma = exchanges(&c, n, 100, 200);
+    CHECK(by_cma == 4, "ring best: %d of %d exchanges by CMA, not 4 probes", by_cma, n);
+    /* the ring's probes of CMA come back fast: after enough of them CMA wins again */
+    by_cma = exchanges(&c, SHM_XCHG_WINDOW * SHM_XCHG_PROBE_EVERY, 100, 40);
+    CHECK(c.best == SHM_XCHG_CMA && c.changes == 3, "CMA probes at 40 against 100: best %d, %llu changes", c.best,
+          (unsigned long long)c.changes);
+
+    /* a fresh class where the two ways are within the margin stays on the ring */
+    memset(&c, 0, sizeof(c));
+    by_cma = exchanges(&c, 2 * SHM_XCHG_WINDOW + n, 100, 92);
+    CHECK(c.best == SHM_XCHG_RING && c.changes == 0, "CMA 8%% faster moved the class to CMA (%llu changes)",
+          (unsigned long long)c.changes);
+    CHECK(by_cma == SHM_XCHG_WINDOW + 4, "ring best from the start: %d exchanges by CMA, not %d", by_cma,
+          SHM_XCHG_WINDOW + 4);
+    if (failures == 0)
+        printf("ok: exchanges alternate ways %d times, then go the way with the lower median (by %d%%), probing the "
+               "other every %d\n",
+               2 * SHM_XCHG_WINDOW, SHM_XCHG_MARGIN_PCT, SHM_XCHG_PROBE_EVERY);
+    printf("%s\n", failures ? "shm_xchg_unit: FAILED" : "shm_xchg_unit: all passed");
+    return failures ? 1 : 0;
+}
