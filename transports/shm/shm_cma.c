@@ -83,7 +83,7 @@ void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
     e->recv = r;
     e->cls = &e->classes[tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls];
     e->way = shm_xchg_way(e->cls);
-    e->went_cma = 0;
+    e->went = 0;
     e->warm = p->ring_reached == p->ring;
     e->start_ns = tp_now_ns();
     st->xchg_open++;
@@ -97,11 +97,13 @@ void shm_xchg_check(shm_state_t *st)
         uint64_t bytes = e->send->len + e->recv->len, ns = (uint64_t)(tp_now_ns() - e->start_ns);
         uint64_t per_kib = ns * 1024 / bytes;
         shm_xchg_class_t *c = e->cls;
-        /* Counted: a ring exchange once the ring was written through (its first lap faults pages in), and one with
-         * a frame that went by CMA (not one whose CMA the peer had not allowed yet: its probe came late). */
-        if ((e->way == SHM_XCHG_RING && e->warm) || e->went_cma) {
+        /* Counted: an exchange whose frames all went the way it was to go, by CMA, or through the ring once the ring
+         * was written through (its first lap faults pages in). Not: one whose CMA the peer did not allow yet (its
+         * probe came late), or whose frames lay in tp_mem_alloc memory (mapped). */
+        int ring = e->went == 1u << SHM_VIA_RING, cma = e->went == 1u << SHM_VIA_CMA;
+        if ((e->way == SHM_XCHG_RING && ring && e->warm) || (e->way == SHM_XCHG_CMA && cma)) {
             e->timed++;
-            e->by_cma += e->went_cma;
+            e->by_cma += cma;
             if (shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib))
                 tp_log(TP_LOG_DEBUG, "shm",
                        "rank %d: exchanges of kind %u, %zu KiB and more, now go %s (median %u ns per KiB moved, "
