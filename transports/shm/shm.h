@@ -154,7 +154,7 @@ typedef struct shm_xchg {
     int64_t start_ns;
     shm_xchg_class_t *cls;        /* its class */
     int way;                      /* the way it goes */
-    int went;                     /* bits (1 << SHM_VIA_*) of the ways its frames went: only one counts */
+    int went; /* bits (1 << SHM_VIA_*) of the ways its frames went, but inline ones (cells either way): one counts */
     int warm;                     /* every byte of the ring to the peer was written before it began */
     uint64_t timed, by_cma;       /* exchanges timed, and of those how many by CMA (a debug note at close) */
     shm_xchg_class_t *classes;    /* [kind * SHM_XCHG_CLASSES + class], from the peer's first exchange on */

@@ -223,7 +223,7 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
     int cma = !inl && !map && !x->streamed && fr == fl &&
               (p->cma_min > 0 ? fl >= p->cma_min : p->xchg.send == x && p->xchg.way == SHM_XCHG_CMA) &&
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
-    if (p->xchg.send == x) p->xchg.went |= 1u << (cma ? SHM_VIA_CMA : map ? SHM_VIA_MAP : SHM_VIA_RING);
+    if (p->xchg.send == x && !inl) p->xchg.went |= 1u << (cma ? SHM_VIA_CMA : map ? SHM_VIA_MAP : SHM_VIA_RING);
     if (!inl && !cma && !map && (s = ring_start(p, rank, *head, fl, &start)) != TP_OK) return s;
     if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
         p->ring_large_back += fl >= SHM_RING_WINDOW;
