@@ -1,6 +1,6 @@
 /*
  * shm_xchg_unit: TP_SHM_CMA_BYTES=auto's choice of way for a class of exchanges (transports/shm/shm_cma.c): the
- * first 2 * SHM_XCHG_WINDOW alternate ring and CMA; then the way whose last times have the lower median, changing
+ * first SHM_XCHG_EXPLORE alternate ring and CMA; then the way whose last times have the lower median, changing
  * only for one SHM_XCHG_MARGIN_PCT percent lower, one outlier changing nothing; every SHM_XCHG_PROBE_EVERY-th
  * exchange goes the other way, and its times can bring the class back.
  */
@@ -27,13 +27,13 @@ int main(void)
 {
     shm_xchg_class_t c;
     memset(&c, 0, sizeof(c));
-    int ways[2 * SHM_XCHG_WINDOW], alternate = 1;
-    for (int i = 0; i < 2 * SHM_XCHG_WINDOW; i++) {
+    int ways[SHM_XCHG_EXPLORE], alternate = 1;
+    for (int i = 0; i < SHM_XCHG_EXPLORE; i++) {
         ways[i] = shm_xchg_way(&c);
         alternate = alternate && ways[i] == i % 2;
         shm_xchg_timed(&c, ways[i], ways[i] == SHM_XCHG_CMA ? 50 : 100);
     }
-    CHECK(alternate, "the first %d exchanges do not alternate ring and CMA from the ring", 2 * SHM_XCHG_WINDOW);
+    CHECK(alternate, "the first %d exchanges do not alternate ring and CMA from the ring", SHM_XCHG_EXPLORE);
     CHECK(c.best == SHM_XCHG_CMA && c.changes == 1, "CMA at half the ring's time: best %d after %llu changes", c.best,
           (unsigned long long)c.changes);
 
@@ -62,17 +62,23 @@ int main(void)
     CHECK(c.best == SHM_XCHG_CMA && c.changes == 3, "CMA probes at 40 against 100: best %d, %llu changes", c.best,
           (unsigned long long)c.changes);
 
+    /* a warm-up that slows the ring's first exchanges: the later half of the exploration decides */
+    memset(&c, 0, sizeof(c));
+    exchanges(&c, SHM_XCHG_EXPLORE / 2, 300, 100);
+    exchanges(&c, SHM_XCHG_EXPLORE / 2, 50, 100);
+    CHECK(c.best == SHM_XCHG_RING, "a ring slow only in the exploration's first half lost to CMA");
+
     /* a fresh class where the two ways are within the margin stays on the ring */
     memset(&c, 0, sizeof(c));
-    by_cma = exchanges(&c, 2 * SHM_XCHG_WINDOW + n, 100, 92);
+    by_cma = exchanges(&c, SHM_XCHG_EXPLORE + n, 100, 92);
     CHECK(c.best == SHM_XCHG_RING && c.changes == 0, "CMA 8%% faster moved the class to CMA (%llu changes)",
           (unsigned long long)c.changes);
-    CHECK(by_cma == SHM_XCHG_WINDOW + 4, "ring best from the start: %d exchanges by CMA, not %d", by_cma,
-          SHM_XCHG_WINDOW + 4);
+    CHECK(by_cma == SHM_XCHG_EXPLORE / 2 + 4, "ring best from the start: %d exchanges by CMA, not %d", by_cma,
+          SHM_XCHG_EXPLORE / 2 + 4);
     if (failures == 0)
         printf("ok: exchanges alternate ways %d times, then go the way with the lower median (by %d%%), probing the "
                "other every %d\n",
-               2 * SHM_XCHG_WINDOW, SHM_XCHG_MARGIN_PCT, SHM_XCHG_PROBE_EVERY);
+               SHM_XCHG_EXPLORE, SHM_XCHG_MARGIN_PCT, SHM_XCHG_PROBE_EVERY);
     printf("%s\n", failures ? "shm_xchg_unit: FAILED" : "shm_xchg_unit: all passed");
     return failures ? 1 : 0;
 }

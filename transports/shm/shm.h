@@ -125,8 +125,9 @@ typedef struct shm_map {
  * once, where one CMA read each can beat a write and a read each through the ring (GPU host: 0.5-0.9 of the time) or
  * lose (this project's VM: 1.0-1.3; BENCHMARKS.md, "Seventeenth pass"). Each exchange is timed from its send's post
  * until both its transfers complete, per KiB moved, in classes by kind of call (tp_frame_kind) and send size; a
- * ring exchange counts only once the ring was written through (its first lap faults pages in: 1000 ns per KiB). A
- * class's first 2 * SHM_XCHG_WINDOW exchanges alternate ring and CMA (the peer counts the same exchanges, so both
+ * ring exchange counts only once both rings of the pair are past their first lap (it faults pages in: 1000 ns per
+ * KiB, and either ring's slows the exchange). A
+ * class's first SHM_XCHG_EXPLORE exchanges alternate ring and CMA (the peer counts the same exchanges, so both
  * ranks try the same way at once);
  * then it goes the way whose last SHM_XCHG_WINDOW times have the lower median, changing only for a median
  * SHM_XCHG_MARGIN_PCT percent lower, and every SHM_XCHG_PROBE_EVERY-th exchange goes the other way to keep its times
@@ -137,6 +138,7 @@ enum { SHM_XCHG_RING = 0, SHM_XCHG_CMA = 1 };
 #define SHM_XCHG_KINDS       16 /* tp_frame_kind's range: each kind of call has its own classes */
 #define SHM_XCHG_CLASSES     6  /* 256 KiB-, 512 KiB-, 1 MiB-, 2 MiB-, 4 MiB-, 8 MiB and more */
 #define SHM_XCHG_WINDOW      5
+#define SHM_XCHG_EXPLORE     (4 * SHM_XCHG_WINDOW) /* the windows then hold the later half: past the warm-up */
 #define SHM_XCHG_MARGIN_PCT  10
 #define SHM_XCHG_PROBE_EVERY 32
 
@@ -155,7 +157,7 @@ typedef struct shm_xchg {
     shm_xchg_class_t *cls;        /* its class */
     int way;                      /* the way it goes */
     int went; /* bits (1 << SHM_VIA_*) of the ways its frames went, but inline ones (cells either way): one counts */
-    int warm;                     /* every byte of the ring to the peer was written before it began */
+    int warm; /* the ring to the peer written through and one ring's worth read from the peer's before it began */
     uint64_t timed, by_cma;       /* exchanges timed, and of those how many by CMA (a debug note at close) */
     shm_xchg_class_t *classes;    /* [kind * SHM_XCHG_CLASSES + class], from the peer's first exchange on */
 } shm_xchg_t;

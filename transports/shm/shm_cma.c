@@ -42,7 +42,7 @@ static uint32_t median(const uint32_t *v, uint32_t n)
 int shm_xchg_way(shm_xchg_class_t *c)
 {
     uint32_t n = c->count++;
-    if (n < 2 * SHM_XCHG_WINDOW) return (int)(n % 2); /* ring, CMA, ring, ...: both ranks in step */
+    if (n < SHM_XCHG_EXPLORE) return (int)(n % 2); /* ring, CMA, ring, ...: both ranks in step */
     return n % SHM_XCHG_PROBE_EVERY == 0 ? !c->best : c->best;
 }
 
@@ -86,7 +86,7 @@ void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
     e->cls = &e->classes[tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls];
     e->way = shm_xchg_way(e->cls);
     e->went = 0;
-    e->warm = p->ring_reached == p->ring;
+    e->warm = p->ring_reached == p->ring && p->in_tail >= p->ring; /* both rings past their first lap */
     e->start_ns = tp_now_ns();
     st->xchg_open++;
 }
