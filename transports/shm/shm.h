@@ -275,6 +275,8 @@ uint64_t shm_min_frame(const char *name, const char *dflt);
 /* TP_SHM_WRITE's value as SHM_WRITE_* (unset: auto), -1 when it is none (shm_config.c). */
 int shm_write_setting(const char *text);
 enum { SHM_WALK_AUTO = 0, SHM_WALK_ALWAYS = 1, SHM_WALK_NEVER = 2 };
+/* Whether TP_SHM_CMA_BYTES's value (NULL: unset, the default) is auto: exchanges by measured time (shm_config.c). */
+int shm_cma_auto(const char *text);
 /* TP_SHM_RING_WALK's value as SHM_WALK_* (unset: auto), -1 when it is none (shm_config.c). */
 int shm_walk_setting(const char *text);
 tp_status_t shm_cma_read(shm_peer_t *p, void *dst, size_t n, uint64_t addr, char *why, size_t why_len);

@@ -99,9 +99,9 @@ void shm_xchg_check(shm_state_t *st)
         uint64_t bytes = e->send->len + e->recv->len, ns = (uint64_t)(tp_now_ns() - e->start_ns);
         uint64_t per_kib = ns * 1024 / bytes;
         shm_xchg_class_t *c = e->cls;
-        /* Counted: an exchange whose frames all went the way it was to go, by CMA, or through the ring once the ring
-         * was written through (its first lap faults pages in). Not: one whose CMA the peer did not allow yet (its
-         * probe came late), or whose frames lay in tp_mem_alloc memory (mapped). */
+        /* Counted: an exchange whose frames all went the way it was to go, by CMA, or through the ring once both
+         * rings of the pair were past their first lap (warm: that lap faults pages in). Not: one whose CMA the peer
+         * did not allow yet (its probe came late), or whose frames lay in tp_mem_alloc memory (mapped). */
         int ring = e->went == 1u << SHM_VIA_RING, cma = e->went == 1u << SHM_VIA_CMA;
         if ((e->way == SHM_XCHG_RING && ring && e->warm) || (e->way == SHM_XCHG_CMA && cma)) {
             e->timed++;

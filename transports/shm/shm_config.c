@@ -33,6 +33,8 @@ int shm_write_setting(const char *text)
     return -1;
 }
 
+int shm_cma_auto(const char *text) { return strcmp(text != NULL ? text : SHM_CMA_BYTES_TEXT, "auto") == 0; }
+
 int shm_walk_setting(const char *text)
 {
     if (text == NULL || strcmp(text, "auto") == 0) return SHM_WALK_AUTO;
@@ -51,9 +53,8 @@ static tp_status_t check_bytes(const char *name, const char *text, char *err, si
 
 static tp_status_t check_cma_bytes(const char *text, char *err, size_t err_len)
 {
-    if (strcmp(text, "auto") == 0) return TP_OK;
     uint64_t v;
-    if (shm_parse_bytes(text, &v) == 0) return TP_OK;
+    if (shm_cma_auto(text) || shm_parse_bytes(text, &v) == 0) return TP_OK;
     snprintf(err, err_len, "TP_SHM_CMA_BYTES: expected auto or a byte count such as 0, 64K or 1M, got \"%.64s\"",
              text);
     return TP_ERR_INVALID;

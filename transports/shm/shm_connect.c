@@ -346,8 +346,7 @@ static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
     shm_state_t *st = state;
     int way = shm_write_setting(getenv("TP_SHM_WRITE")); /* bad values were refused at init */
     int walk = shm_walk_setting(getenv("TP_SHM_RING_WALK"));
-    const char *cma = getenv("TP_SHM_CMA_BYTES");
-    int cma_auto = cma == NULL || strcmp(cma, "auto") == 0;
+    int cma_auto = shm_cma_auto(getenv("TP_SHM_CMA_BYTES"));
     for (int r = 0; r < st->size; r++) {
         if (!peers[r].use) continue;
         shm_peer_t *p = &st->peers[r];
