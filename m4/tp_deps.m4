@@ -21,6 +21,7 @@ $PACKAGE_NAME $PACKAGE_VERSION configured
   compiler:   $CC $CFLAGS
   warnings:   $TP_WARN_CFLAGS
   sanitizers: ${TP_SANITIZER_FLAGS:-no (--enable-sanitizers adds ASan and UBSan)}
+  libtp LTO:  $tp_lto_summary
 
 EOF_SUMMARY
 printf '  %-12s %-10s %-40s %s\n' dependency status where "how used"

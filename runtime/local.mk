@@ -18,9 +18,9 @@ libtp_la_SOURCES += runtime/topo_report.c runtime/topo_report.h
 # Each local rank's GPU when no tprun gave it one (tp_gpu_of_local_rank), shared with tprun.
 libtp_la_SOURCES += runtime/topo_gpu.c runtime/topo_gpu.h
 libtp_la_LIBADD = $(PTHREAD_LIBS) -lm
-libtp_la_LDFLAGS = -version-info 0:0:0
+libtp_la_LDFLAGS = -version-info 0:0:0 $(TP_LTO_LDFLAGS)
 # Only the API is exported: what include/tp.h and include/tp_provider.h declare with TP_API (tests/api_symbols.sh).
-libtp_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+libtp_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(TP_LTO_CFLAGS)
 # Tests of internals link libtp's own objects statically (hidden symbols still resolve in a static link), never
 # a second build of them: check_LTLIBRARIES is built by make check only.
 check_LTLIBRARIES = libtp_internal.la
