@@ -2,4 +2,4 @@
 noinst_PROGRAMS += examples/tp_hello
 examples_tp_hello_SOURCES = examples/tp_hello.c
 examples_tp_hello_LDADD = libtp.la
-examples_tp_hello_LDFLAGS = -no-install
+examples_tp_hello_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)

@@ -2,7 +2,7 @@
 noinst_PROGRAMS += examples/tp_mlp
 examples_tp_mlp_SOURCES = examples/tp_mlp.c
 examples_tp_mlp_LDADD = libtp.la
-examples_tp_mlp_LDFLAGS = -no-install
+examples_tp_mlp_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 # tp-bench: p50 / p90 tables of the collectives (tprun -n N tp-bench); examples/bench/ compares it with MPI.
 bin_PROGRAMS += tp-bench
 tp_bench_SOURCES = examples/tp_bench.c examples/bench/bench_schedule.h

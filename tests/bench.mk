@@ -5,13 +5,13 @@ tests_bench_bench_failfast_SOURCES = tests/bench/bench_failfast.c
 tests_bench_bench_rank_SOURCES = tests/bench/bench_rank.c
 tests_bench_bench_rank_LDADD = libtp.la
 # A real executable, not libtool's shell wrapper, whose start-up would be timed with each rank.
-tests_bench_bench_rank_LDFLAGS = -no-install
+tests_bench_bench_rank_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 # The host device's reduction alone, per type (tests/bench/reduce_bench.c).
 noinst_PROGRAMS += tests/bench/reduce_bench
 tests_bench_reduce_bench_SOURCES = tests/bench/reduce_bench.c
 tests_bench_reduce_bench_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host
 tests_bench_reduce_bench_LDADD = libtp_internal.la
-tests_bench_reduce_bench_LDFLAGS = -no-install
+tests_bench_reduce_bench_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 # The cache-line floor between CPUs 0 and 1 (which vCPU placement regime a shm benchmark ran in).
 noinst_PROGRAMS += tests/bench/floor_probe
 tests_bench_floor_probe_SOURCES = tests/bench/floor_probe.c tests/bench/pinned_pair.h
@@ -23,7 +23,7 @@ noinst_PROGRAMS += tests/bench/ring_probe
 tests_bench_ring_probe_SOURCES = tests/bench/ring_probe.c tests/bench/pinned_pair.h
 tests_bench_ring_probe_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm
 tests_bench_ring_probe_LDADD = libtp_internal.la
-tests_bench_ring_probe_LDFLAGS = -no-install
+tests_bench_ring_probe_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 # Where the kernel leaves processes that wait on each other by yielding, unpinned or pinned in turn (turns_probe.c).
 noinst_PROGRAMS += tests/bench/turns_probe
 tests_bench_turns_probe_SOURCES = tests/bench/turns_probe.c tests/bench/pinned_pair.h
@@ -31,7 +31,7 @@ tests_bench_turns_probe_SOURCES = tests/bench/turns_probe.c tests/bench/pinned_p
 noinst_PROGRAMS += tests/bench/stage_bench
 tests_bench_stage_bench_SOURCES = tests/bench/stage_bench.c
 tests_bench_stage_bench_LDADD = libtp.la -ldl
-tests_bench_stage_bench_LDFLAGS = -no-install
+tests_bench_stage_bench_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 # PMIx_Fence latency under any PMIx server (tests/bench/pmix_fence.sh), built against the PMIx headers.
 if HAVE_PMIX
 noinst_PROGRAMS += tests/bench/pmix_fence

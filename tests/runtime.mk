@@ -13,13 +13,13 @@ TESTS += tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_misma
 EXTRA_DIST += tests/runtime_lib.sh tests/proc_lib.sh tests/runtime_boot.sh tests/runtime_boot_timeout.sh tests/runtime_mismatch.sh \
 	tests/runtime_intruders.sh tests/runtime_fate.sh tests/runtime_spin.sh
 # Real executables, not libtool wrapper scripts: a wrapper adds a shell start to every rank.
-tests_runtime_rank_LDFLAGS = -no-install
-tests_runtime_unit_LDFLAGS = -no-install
-tests_runtime_intruder_LDFLAGS = -no-install
+tests_runtime_rank_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_runtime_unit_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_runtime_intruder_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 check_PROGRAMS += tests/config_doc
 tests_config_doc_SOURCES = tests/config_doc.c
 tests_config_doc_LDADD = libtp_internal.la
-tests_config_doc_LDFLAGS = -no-install
+tests_config_doc_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/config_doc.sh tests/runtime_unknown_env.sh
 # A planted component's table in a list of the test's own: the walks over the list see it.
 check_PROGRAMS += tests/config_components
@@ -44,24 +44,24 @@ tests_api_header_c_SOURCES = tests/api_header_c.c
 tests_api_header_c_CPPFLAGS = -I$(top_srcdir)/include
 tests_api_header_c_CFLAGS = -std=c11 -Wall -Wextra -Wpedantic $(TP_WARN_CFLAGS)
 tests_api_header_c_LDADD = libtp.la
-tests_api_header_c_LDFLAGS = -no-install
+tests_api_header_c_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 tests_api_header_cxx_SOURCES = tests/api_header_cxx.cc
 tests_api_header_cxx_CPPFLAGS = -I$(top_srcdir)/include
 tests_api_header_cxx_CXXFLAGS = -std=c++11 -Wall -Wextra -Wpedantic $(TP_WARN_CFLAGS)
 tests_api_header_cxx_LDADD = libtp.la
-tests_api_header_cxx_LDFLAGS = -no-install
+tests_api_header_cxx_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/api_header_c tests/api_header_cxx
 # Per-pair connection data through the bootstrap and reach priorities, with a second transport beside TCP.
 check_PROGRAMS += tests/transport_pairs
 tests_transport_pairs_SOURCES = tests/transport_pairs.c
 tests_transport_pairs_LDADD = libtp.la
-tests_transport_pairs_LDFLAGS = -no-install
+tests_transport_pairs_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/transport_pairs.sh
 EXTRA_DIST += tests/transport_pairs.sh
 check_PROGRAMS += tests/transport_unit
 tests_transport_unit_SOURCES = tests/transport_unit.c
 tests_transport_unit_LDADD = libtp_internal.la
-tests_transport_unit_LDFLAGS = -no-install
+tests_transport_unit_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/transport_unit
 # libtp.so exports exactly the functions of tp.h and tp_provider.h.
 TESTS += tests/api_symbols.sh
@@ -71,7 +71,7 @@ check_PROGRAMS += tests/fate_engine
 tests_fate_engine_SOURCES = tests/fate_engine.c
 tests_fate_engine_CPPFLAGS = -I$(top_srcdir)/include
 tests_fate_engine_LDADD = libtp.la
-tests_fate_engine_LDFLAGS = -no-install
+tests_fate_engine_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/fate_cause.sh tests/stop_word.sh tests/fate_boot_beat.sh tests/fate_starved.sh
 EXTRA_DIST += tests/fate_cause.sh tests/stop_word.sh tests/fate_boot_beat.sh tests/fate_starved.sh
 TESTS += tests/fate_init_fail.sh
@@ -80,12 +80,12 @@ EXTRA_DIST += tests/fate_init_fail.sh
 check_PROGRAMS += tests/topo_gpu_unit
 tests_topo_gpu_unit_SOURCES = tests/topo_gpu_unit.c
 tests_topo_gpu_unit_LDADD = libtp_internal.la
-tests_topo_gpu_unit_LDFLAGS = -no-install
+tests_topo_gpu_unit_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/topo_gpu_unit
 # The TCP transport's data connections use reno congestion control.
 check_PROGRAMS += tests/tcp_congestion
 tests_tcp_congestion_SOURCES = tests/tcp_congestion.c
 tests_tcp_congestion_LDADD = libtp.la
-tests_tcp_congestion_LDFLAGS = -no-install
+tests_tcp_congestion_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/tcp_congestion.sh
 EXTRA_DIST += tests/tcp_congestion.sh

@@ -4,7 +4,7 @@
 check_PROGRAMS += tests/torch_store_rank
 tests_torch_store_rank_SOURCES = tests/torch_store_rank.c
 tests_torch_store_rank_LDADD = libtp.la
-tests_torch_store_rank_LDFLAGS = -no-install
+tests_torch_store_rank_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TORCH_SHELL_TESTS = tests/launcher_torch.sh tests/ssh_torch.sh
 TESTS += $(TORCH_SHELL_TESTS)
 EXTRA_DIST += $(TORCH_SHELL_TESTS) tests/gpu/torch_dist.py

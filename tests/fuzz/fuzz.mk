@@ -43,13 +43,13 @@ tests_fuzz_fuzz_tcp_recv_LDADD = libtp_internal.la
 tests_fuzz_fuzz_config_LDADD = libtp_internal.la
 tests_fuzz_fuzz_env_LDADD = libtp_internal.la
 # Real executables: the replay finds its corpus from its own name.
-tests_fuzz_fuzz_record_LDFLAGS = -no-install
-tests_fuzz_fuzz_boot_LDFLAGS = -no-install
-tests_fuzz_fuzz_auth_LDFLAGS = -no-install
-tests_fuzz_fuzz_frame_LDFLAGS = -no-install
-tests_fuzz_fuzz_tcp_recv_LDFLAGS = -no-install
-tests_fuzz_fuzz_config_LDFLAGS = -no-install
-tests_fuzz_fuzz_env_LDFLAGS = -no-install
+tests_fuzz_fuzz_record_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_fuzz_fuzz_boot_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_fuzz_fuzz_auth_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_fuzz_fuzz_frame_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_fuzz_fuzz_tcp_recv_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_fuzz_fuzz_config_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+tests_fuzz_fuzz_env_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 
 check_PROGRAMS += tests/fuzz/fuzz_args tests/fuzz/fuzz_wire tests/fuzz/fuzz_fence tests/fuzz/fuzz_plan \
 	tests/fuzz/fuzz_agent_line
