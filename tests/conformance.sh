@@ -83,32 +83,35 @@ if echo "$names" | grep -qx shm; then
                 "streamed"
         fi
     done
-    # where ring frames of 64 KiB (this run's part) go: on through the ring (walk) or back to its start; auto walks
-    # unless the ranks outnumber the CPUs they may run on (this shell's, which every rank inherits)
+    # where ring frames that walk go (64 KiB, this run's part; 32 KiB ones of transfers of several parts): on through
+    # the ring (walk) or back to its start; auto walks unless the ranks outnumber the CPUs they may run on (this
+    # shell's, which every rank inherits)
     cpus=$(nproc)
-    for run in "2 never" "4 always" "4 auto"; do
-        read -r n walk <<<"$run"
-        shm_run "TP_SHM_RING_WALK=$walk" "$n" "TP_SHM_RING_WALK=$walk" || continue
-        walked=$(echo "$out" | grep -c " shm: rank [0-9]*: ring frames of 64 KiB and more walk the ring$")
-        back=$(echo "$out" | grep -c " shm: rank [0-9]*: ring frames of 64 KiB and more go back to its start when")
-        # at close each link counts its frames of 64 KiB and more that went back to the ring's start
-        went_back=$(echo "$out" | grep -c " changes of way, [1-9][0-9]* frames of 64 KiB and more back at the ring's")
+    for run in "2 never 64K" "4 always 64K" "4 auto 64K" "2 auto 32K"; do
+        read -r n walk part <<<"$run"
+        shm_run "TP_SHM_RING_WALK=$walk, $part parts" "$n" "TP_SHM_RING_WALK=$walk TP_PART_BYTES=$part" || continue
+        frames=" shm: rank [0-9]*: ring frames of 64 KiB and more, and those of transfers of several,"
+        walked=$(echo "$out" | grep -c "$frames walk the ring$")
+        back=$(echo "$out" | grep -c "$frames go back to its start when")
+        # at close each link counts its frames that went back to the ring's start: of 64 KiB and more, and of
+        # transfers of several frames
+        went_back=$(echo "$out" | grep -c "back at the ring's start: \([1-9][0-9]* frames\|[0-9]* frames .*, [1-9][0-9]* of\)")
         want=$((n * (n - 1)))
         if [ "$walk" = never ] || { [ "$walk" = auto ] && [ "$n" -gt "$cpus" ]; }; then
             want=0
         fi
         if [ "$walked" -ne "$want" ] || [ "$back" -ne $((n * (n - 1) - want)) ]; then
-            echo "FAIL: shm with TP_SHM_RING_WALK=$walk, $n ranks on $cpus CPUs: $walked links walk and $back go" \
-                "back, not $want and $((n * (n - 1) - want))"
+            echo "FAIL: shm with TP_SHM_RING_WALK=$walk, $part parts, $n ranks on $cpus CPUs: $walked links walk and" \
+                "$back go back, not $want and $((n * (n - 1) - want))"
             fails=$((fails + 1))
         elif { [ "$want" -gt 0 ] && [ "$went_back" -ne 0 ]; } || { [ "$want" -eq 0 ] && [ "$went_back" -eq 0 ]; }; then
-            echo "FAIL: shm with TP_SHM_RING_WALK=$walk, $n ranks on $cpus CPUs: $went_back links sent frames of" \
-                "64 KiB and more back to the ring's start"
-            echo "$out" | grep " frames of 64 KiB and more back" | head -4
+            echo "FAIL: shm with TP_SHM_RING_WALK=$walk, $part parts, $n ranks on $cpus CPUs: $went_back links sent" \
+                "frames back to the ring's start"
+            echo "$out" | grep "back at the ring's start" | head -4
             fails=$((fails + 1))
         else
-            echo "ok: shm with TP_SHM_RING_WALK=$walk, $n ranks on $cpus CPUs: every case matches, $walked of" \
-                "$((n * (n - 1))) links walk the ring, $went_back sent frames of 64 KiB and more back to its start"
+            echo "ok: shm with TP_SHM_RING_WALK=$walk, $part parts, $n ranks on $cpus CPUs: every case matches," \
+                "$walked of $((n * (n - 1))) links walk the ring, $went_back sent frames back to its start"
         fi
     done
     # TP_SHM_CMA_BYTES=auto (the default) times exchanges (a send meeting a receive from the same peer, 256 KiB and

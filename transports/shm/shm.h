@@ -201,8 +201,9 @@ typedef struct shm_peer {
     shm_write_pick_t write;   /* how ring payloads to the peer are written */
     uint64_t ring_frames;     /* ring frames written to the peer (a debug note at close) */
     uint64_t ring_large_back; /* of those, frames of SHM_RING_WINDOW bytes and more that went back to the start */
+    uint64_t ring_parts_back; /* and frames of transfers of several frames that did */
     size_t ring_reached;      /* ring bytes from the start written at least once: their pages are in */
-    int walk; /* frames of SHM_RING_WINDOW bytes and more go on where the last one ended, not back to the start */
+    int walk; /* frames that walk (shm_walks) go on where the last one ended, not back to the start */
 } shm_peer_t;
 
 typedef struct shm_state {

@@ -97,7 +97,8 @@ const tp_config_entry_t tp_shm_config[] = {
      "cache; see ENGINE.md)",
      check_write},
     {"TP_SHM_RING_WALK", "shm_ring_walk", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
-     "shm: where ring frames of 64 KiB and more go: always on where the last one ended, through the whole ring; "
+     "shm: where ring frames of 64 KiB and more, and the frames of a transfer of several, go: always on where the "
+     "last one ended, through the whole ring; "
      "never (back at the ring's start whenever they fit there, rewriting the lines the peer has just read); or auto "
      "(default: always, but never while this kernel's ranks outnumber the CPUs they may run on; see ENGINE.md)",
      check_walk},

@@ -55,11 +55,11 @@ static void shm_close_segment(void *state)
         shm_peer_t *p = &st->peers[r];
         if (p->ring_frames > 0)
             tp_log(TP_LOG_DEBUG, "shm",
-                   "rank %d: %llu ring frames written to it, %llu chunks streaming, %llu changes of way, %llu frames "
-                   "of %d KiB and more back at the ring's start",
+                   "rank %d: %llu ring frames written to it, %llu chunks streaming, %llu changes of way; back at the "
+                   "ring's start: %llu frames of %d KiB and more, %llu of transfers of several",
                    r, (unsigned long long)p->ring_frames, (unsigned long long)p->write.streamed,
                    (unsigned long long)p->write.switches, (unsigned long long)p->ring_large_back,
-                   SHM_RING_WINDOW / 1024);
+                   SHM_RING_WINDOW / 1024, (unsigned long long)p->ring_parts_back);
         if (p->xchg.timed > 0)
             tp_log(TP_LOG_DEBUG, "shm", "rank %d: %llu exchanges timed, %llu of them by CMA", r,
                    (unsigned long long)p->xchg.timed, (unsigned long long)p->xchg.by_cma);
@@ -354,12 +354,13 @@ static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
         if (p->write.setting == SHM_WRITE_STREAMING)
             tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring payloads to it written with streaming stores", r);
         /* Two ranks on CPUs of their own: large frames walk the ring, 0.5-0.7 of the time of going back to its start
-         * at 64-512 KiB; crowded, going back wins (BENCHMARKS.md, "Seventeenth pass") */
+         * at 64-512 KiB, and so do the frames of a transfer of several (0.25-0.69 at 32 KiB parts); crowded, going
+         * back wins (BENCHMARKS.md, "Seventeenth" and "Eighteenth pass") */
         p->walk = walk == SHM_WALK_ALWAYS || (walk == SHM_WALK_AUTO && !peers[r].crowded);
         /* crowded, CMA lost at every size (BENCHMARKS.md, "CMA: where the single copy wins") */
         p->xchg.on = cma_auto && !peers[r].crowded;
-        tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring frames of %d KiB and more %s", r, SHM_RING_WINDOW / 1024,
-               p->walk ? "walk the ring" : "go back to its start when they fit there");
+        tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring frames of %d KiB and more, and those of transfers of several, %s",
+               r, SHM_RING_WINDOW / 1024, p->walk ? "walk the ring" : "go back to its start when they fit there");
     }
     for (int r = 0; st->env.connect_lazy && r < st->size; r++)
         if (peers[r].use && (st->peers[r].address = strdup(peers[r].view->address)) == NULL) return TP_ERR_NO_MEMORY;

@@ -182,20 +182,26 @@ static tp_status_t ring_room(shm_peer_t *p, int rank, uint64_t head, size_t want
     return TP_OK;
 }
 
+/* Whether a ring frame of fl payload bytes of x walks the ring where the peer allows it (p->walk): one of
+ * SHM_RING_WINDOW bytes and more, or any frame of a transfer of several (the peer reads each one while the next is
+ * written). A transfer of one small frame goes back to the ring's start, whose lines stay cached between calls
+ * (BENCHMARKS.md, "Eighteenth pass"). */
+static int shm_walks(const tp_xfer_t *x, size_t fl) { return fl >= SHM_RING_WINDOW || x->len > x->part_bytes; }
+
 /*
  * Where a ring frame's payload goes: where the last one ended while it stays within the ring's first
  * SHM_RING_WINDOW bytes, else at the ring's start when all of it fits there now, else where the last one ended.
  * Frames then reuse the ring's first pages instead of walking all of it: they stay in cache, and in a virtual
  * machine the first touch of each page through each mapping is expensive, populated or not. Going back to the start
  * needs the peer's consumed position, a line it writes after every frame: read once per window, not per frame.
- * Frames of SHM_RING_WINDOW bytes and more to a peer with p->walk go on where the last one ended: going back, they
- * rewrite the lines the peer has just read, each write first taking its line back from the peer's cache.
+ * To a peer with p->walk, frames that walk (shm_walks) go on where the last one ended: going back, they rewrite the
+ * lines the peer has just read, each write first taking its line back from the peer's cache.
  */
-static tp_status_t ring_start(shm_peer_t *p, int rank, uint64_t head, size_t fl, uint64_t *start)
+static tp_status_t ring_start(shm_peer_t *p, int rank, uint64_t head, size_t fl, int walks, uint64_t *start)
 {
     uint64_t skip = (p->ring - (head & (p->ring - 1))) & (p->ring - 1), space = 0;
     *start = head;
-    if (skip == 0 || fl > p->ring - skip || (p->walk && fl >= SHM_RING_WINDOW)) return TP_OK;
+    if (skip == 0 || fl > p->ring - skip || (p->walk && walks)) return TP_OK;
     if ((head & (p->ring - 1)) + fl <= SHM_RING_WINDOW) return TP_OK;
     tp_status_t s = ring_room(p, rank, head, skip + fl, &space);
     if (s == TP_OK && space >= skip + fl) *start = head + skip;
@@ -224,9 +230,10 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
               (p->cma_min > 0 ? fl >= p->cma_min : p->xchg.send == x && p->xchg.way == SHM_XCHG_CMA) &&
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
     if (p->xchg.send == x && !inl) p->xchg.went |= 1u << (cma ? SHM_VIA_CMA : map ? SHM_VIA_MAP : SHM_VIA_RING);
-    if (!inl && !cma && !map && (s = ring_start(p, rank, *head, fl, &start)) != TP_OK) return s;
+    if (!inl && !cma && !map && (s = ring_start(p, rank, *head, fl, shm_walks(x, fl), &start)) != TP_OK) return s;
     if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
         p->ring_large_back += fl >= SHM_RING_WINDOW;
+        p->ring_parts_back += x->len > x->part_bytes;
         *head = start;
         atomic_store_explicit(&p->out->head, start, memory_order_release);
     }
