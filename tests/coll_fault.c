@@ -4,7 +4,9 @@
  * against every peer at once) and every rank must fail with TP_ERR_DESYNC. kill: the last rank SIGKILLs itself mid-call and the
  * others must fail with TP_ERR_PEER_FAILED (or be ended by the fate path). garbage|oversize: rank 1 writes a forged
  * frame on its real data connection to rank 0, which must refuse it with TP_ERR_PROTOCOL. stream: every call with a
- * stream tp_stream_create did not make fails with TP_ERR_INVALID, and the comm still works.
+ * stream tp_stream_create did not make fails with TP_ERR_INVALID, and the comm still works. short-sends: every
+ * sendmsg moves at most 1060 bytes (a socket that takes a little at a time): with 1000-byte parts, sends stop
+ * inside the headers and payloads of batched frames; all_gather and all_reduce must still give the right values.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -46,8 +48,24 @@ static const uint8_t *oversize_frame;
 /* A socket transport's frames leave through sendmsg: the armed frame's header goes out claiming a size no part can
  * have, as a broken or hostile peer would send it (no transport builds such a frame). */
 ssize_t __real_sendmsg(int fd, const struct msghdr *msg, int flags);
+/* short-sends: the most bytes one sendmsg moves (0: all it is given). */
+static size_t send_cap;
+
 ssize_t __wrap_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+    if (send_cap > 0) { /* the first send_cap bytes of the iovecs, as a socket with little room takes them */
+        struct iovec iov[64];
+        struct msghdr m = *msg;
+        size_t left = send_cap, k = 0;
+        for (; k < msg->msg_iovlen && k < 64 && left > 0; k++) {
+            iov[k] = msg->msg_iov[k];
+            if (iov[k].iov_len > left) iov[k].iov_len = left;
+            left -= iov[k].iov_len;
+        }
+        m.msg_iov = iov;
+        m.msg_iovlen = k;
+        return __real_sendmsg(fd, &m, flags);
+    }
     if (oversize_frame != NULL && msg->msg_iovlen > 0 && msg->msg_iov[0].iov_len >= TP_FRAME_HEADER_BYTES &&
         memcmp(msg->msg_iov[0].iov_base, oversize_frame, TP_FRAME_HEADER_BYTES) == 0) {
         tp_frame_set_part(msg->msg_iov[0].iov_base, 0, 0x7ffffff0u);
@@ -106,6 +124,21 @@ int main(int argc, char **argv)
         for (int i = 0; s == TP_OK && i < 1024; i++) wrong += b[i] != (float)(n * (n + 1) / 2);
         bad = expect(me, mode, s, TP_OK) || wrong;
         if (wrong) printf("rank %d: clean: %d sums wrong\n", me, wrong);
+    } else if (strcmp(mode, "short-sends") == 0) { /* run with small parts: transfers of several frames */
+        send_cap = 1060;
+        tp_status_t s = TP_OK;
+        int wrong = 0;
+        for (int round = 0; round < 20 && s == TP_OK; round++) {
+            for (int i = 0; i < 1024; i++) a[i] = (float)(me * 4096 + i + round);
+            if ((s = tp_all_gather(w, a, b, 1024, TP_F32, NULL)) != TP_OK) break;
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < 1024; i++) wrong += b[r * 1024 + i] != (float)(r * 4096 + i + round);
+            if ((s = tp_all_reduce(w, a, b, 1024, TP_F32, TP_SUM, NULL)) != TP_OK) break;
+            for (int i = 0; i < 1024; i++) wrong += b[i] != (float)(4096 * n * (n - 1) / 2 + n * (i + round));
+        }
+        send_cap = 0;
+        bad = expect(me, mode, s, TP_OK) || wrong;
+        if (wrong) printf("rank %d: short-sends: %d values wrong\n", me, wrong);
     } else if (strcmp(mode, "desync-large") == 0) { /* dissemination against the scatter-reduce */
         size_t big = 256 * 1024;
         float *x = calloc(big, 4);

@@ -23,6 +23,7 @@
 #endif
 #define TCP_REACH_PRIORITY 1  /* reach's answer: every other transport that reaches a peer is preferred */
 #define TCP_IOV_MAX        64 /* iovecs per sendmsg: several small frames go in one system call */
+#define TCP_BATCH_FRAMES   16 /* a transfer's frames after its current one that join it in one sendmsg */
 
 /* Transfers of at most this many bytes go both ways on the lower rank's connection: each end's frames carry the
  * acknowledgement of the other's, where a connection used one way sends a bare acknowledgement segment for every
@@ -57,6 +58,7 @@ typedef struct tcp_sock {
     uint32_t taken;    /* frames read whole from it */
     uint32_t gate;     /* with gated: its next frame waits until the other socket has given this many */
     int gated;
+    uint8_t batch[TCP_BATCH_FRAMES][TP_FRAME_HEADER_BYTES]; /* headers of the frames send_iov batched */
 } tcp_sock_t;
 
 /*

@@ -86,7 +86,24 @@ static int sendable(const tcp_conn_t *c, const tcp_sock_t *k, const tp_xfer_t *x
     return tp_xfer_frame_ready(x, base) > poff;
 }
 
-/* Gathers what may go from the head of the send queue into iov (one frame per transfer); returns the count. */
+/* After x's current frame, which ends at payload offset end, its next frames that are whole and ready (up to
+ * TCP_BATCH_FRAMES, their headers in k->batch): a transfer in small parts goes in few system calls, not one a part.
+ * Returns the new count. */
+static int batch_frames(tcp_sock_t *k, const tp_xfer_t *x, size_t end, struct iovec *iov, int n)
+{
+    for (int j = 0; j < TCP_BATCH_FRAMES && end < x->len && n + 2 <= TCP_IOV_MAX; j++) {
+        size_t fl = tp_xfer_frame_len(x, end);
+        if (tp_xfer_frame_ready(x, end) < fl) break;
+        tp_xfer_frame_header(x, end, k->batch[j]);
+        iov[n++] = (struct iovec){k->batch[j], H};
+        iov[n++] = (struct iovec){(char *)x->buf + end, fl};
+        end += fl;
+    }
+    return n;
+}
+
+/* Gathers what may go from the head of the send queue into iov (a transfer's current frame, and its next whole
+ * ready ones); returns the count. */
 static int send_iov(const tcp_conn_t *c, tcp_sock_t *k, struct iovec *iov)
 {
     int n = 0;
@@ -99,7 +116,8 @@ static int send_iov(const tcp_conn_t *c, tcp_sock_t *k, struct iovec *iov)
         if (off < H) iov[n++] = (struct iovec){x->wire + off, H - off};
         size_t poff = off > H ? off - H : 0;
         if (fr > poff) iov[n++] = (struct iovec){(char *)x->buf + base + poff, fr - poff};
-        if (fr < fl || base + fl < x->len) return n; /* the rest of this frame, or its next one, comes later */
+        if (fr < fl) return n; /* the rest of this frame comes later */
+        if (base + fl < x->len) return batch_frames(k, x, base + fl, iov, n); /* more of x before the next transfer */
     }
     return n;
 }
@@ -125,6 +143,9 @@ static void send_advance(tcp_sock_t *k, size_t n)
         if (x->frame_off < H + fl) break;
         x->frame_off = 0;
         k->sent++;
+        /* a batched frame's header went from k->batch: a send that ends inside the next one's header goes on from
+         * x->wire, which holds the frame x is at */
+        if (x->done < x->len) tp_xfer_frame_header(x, x->done, x->wire);
         if (x->done == x->len) {
             x->complete = 1;
             k->send_head = x->next;
