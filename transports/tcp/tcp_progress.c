@@ -49,6 +49,7 @@ static void post_send(tcp_state_t *st, tcp_conn_t *c, tp_xfer_t *x)
 {
     tcp_sock_t *k = x->len > TCP_SHARED_BYTES || st->env.rank < c->peer ? &c->out : &c->in;
     tp_xfer_enqueue(x, st->env.part_bytes, &k->send_head, &k->send_tail);
+    tp_xfer_frame_header(x, 0, x->wire); /* x->wire holds the header of the frame x is at (send_advance moves it) */
     x->prefix_left = 0;
     if (c->last_send != NULL && c->last_send != k) {
         tp_put_le32(x->prefix, TCP_MARK_MAGIC);
@@ -112,7 +113,6 @@ static int send_iov(const tcp_conn_t *c, tcp_sock_t *k, struct iovec *iov)
         size_t base = frame_base(x), off = x->frame_off, fl = tp_xfer_frame_len(x, base),
                fr = tp_xfer_frame_ready(x, base);
         if (x->prefix_left > 0) iov[n++] = (struct iovec){x->prefix + TCP_MARK_BYTES - x->prefix_left, x->prefix_left};
-        if (off == 0) tp_xfer_frame_header(x, base, x->wire);
         if (off < H) iov[n++] = (struct iovec){x->wire + off, H - off};
         size_t poff = off > H ? off - H : 0;
         if (fr > poff) iov[n++] = (struct iovec){(char *)x->buf + base + poff, fr - poff};
@@ -143,8 +143,8 @@ static void send_advance(tcp_sock_t *k, size_t n)
         if (x->frame_off < H + fl) break;
         x->frame_off = 0;
         k->sent++;
-        /* a batched frame's header went from k->batch: a send that ends inside the next one's header goes on from
-         * x->wire, which holds the frame x is at */
+        /* the next frame's header: a send that ends inside it (a batched frame's went from k->batch) goes on from
+         * x->wire */
         if (x->done < x->len) tp_xfer_frame_header(x, x->done, x->wire);
         if (x->done == x->len) {
             x->complete = 1;
