@@ -2,7 +2,8 @@
  * shm_xchg_unit: TP_SHM_CMA_BYTES=auto's choice of way for a class of exchanges (transports/shm/shm_cma.c): the
  * first SHM_XCHG_EXPLORE alternate ring and CMA; then the way whose last times have the lower median, changing
  * only for one SHM_XCHG_MARGIN_PCT percent lower, one outlier changing nothing; every SHM_XCHG_PROBE_EVERY-th
- * exchange goes the other way, and its times can bring the class back.
+ * exchange goes the other way, and its times can bring the class back. The pair's follower, reading the leader's
+ * published word, goes the leader's way at every exchange.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,34 @@ static int exchanges(shm_xchg_class_t *c, int count, uint32_t ring, uint32_t cma
         shm_xchg_timed(c, way, way == SHM_XCHG_CMA ? cma : ring);
     }
     return by_cma;
+}
+
+/* The pair's two ends: the leader times and decides, the follower reads the leader's published word before each of
+ * its exchanges, and is one exchange ahead, the most it can be (it posts exchange n + 1 before the leader has timed
+ * exchange n). Times flip between CMA and the ring being faster every few exchanges, so the leader changes way as
+ * often as it may. Every exchange must go the same way at both ends; returns the leader's changes. */
+static unsigned long long pair_in_step(int count, unsigned *seed, int *mismatch_at)
+{
+    shm_xchg_class_t lead, follow;
+    memset(&lead, 0, sizeof(lead));
+    memset(&follow, 0, sizeof(follow));
+    uint64_t word = 0; /* the channel's word: zero until the leader first publishes */
+    int ways_lead[2048], ways_follow[2048];
+    *mismatch_at = -1;
+    shm_xchg_follow(&follow, word);
+    ways_follow[0] = shm_xchg_way(&follow);
+    for (int n = 0; n < count && n < 2047; n++) {
+        ways_lead[n] = shm_xchg_way(&lead);
+        shm_xchg_follow(&follow, word); /* exchange n + 1 at the follower, before the leader times n */
+        ways_follow[n + 1] = shm_xchg_way(&follow);
+        *seed = *seed * 1103515245u + 12345u;
+        int cma_fast = (n / (4 + (int)(*seed >> 16) % 12)) % 2;
+        uint32_t t = 40 + (*seed >> 8) % 20;
+        if (shm_xchg_timed(&lead, ways_lead[n], ways_lead[n] == (cma_fast ? SHM_XCHG_CMA : SHM_XCHG_RING) ? t : 3 * t))
+            word = shm_xchg_word(&lead);
+        if (ways_lead[n] != ways_follow[n] && *mismatch_at < 0) *mismatch_at = n;
+    }
+    return (unsigned long long)lead.changes;
 }
 
 int main(void)
@@ -75,6 +104,19 @@ int main(void)
           (unsigned long long)c.changes);
     CHECK(by_cma == SHM_XCHG_EXPLORE / 2 + 4, "ring best from the start: %d exchanges by CMA, not %d", by_cma,
           SHM_XCHG_EXPLORE / 2 + 4);
+    /* the leader's changes reach the follower in time: both ends of every exchange go the same way */
+    unsigned seed = 7;
+    unsigned long long changes = 0;
+    for (int run = 0; run < 50; run++) {
+        int at;
+        changes += pair_in_step(2000, &seed, &at);
+        CHECK(at < 0, "run %d: the follower went another way than the leader at exchange %d", run, at);
+    }
+    CHECK(changes >= 50 * 10, "the leader changed way only %llu times in 50 runs: the test did not exercise changes",
+          changes);
+    if (failures == 0)
+        printf("ok: a follower one exchange ahead went the leader's way at every exchange, through %llu changes\n",
+               changes);
     if (failures == 0)
         printf("ok: exchanges alternate ways %d times, then go the way with the lower median (by %d%%), probing the "
                "other every %d\n",

@@ -42,12 +42,18 @@ typedef struct shm_ctl {
     _Alignas(SHM_LINE) _Atomic uint32_t sleeping; /* the owner is about to block: writers and readers wake it */
 } shm_ctl_t;
 
+/* TP_SHM_CMA_BYTES=auto's classes of exchanges (below): by kind of call and by send size */
+#define SHM_XCHG_KINDS   16 /* tp_frame_kind's range: each kind of call has its own classes */
+#define SHM_XCHG_CLASSES 6  /* 256 KiB-, 512 KiB-, 1 MiB-, 2 MiB-, 4 MiB-, 8 MiB and more */
+
 typedef struct shm_chan {
     _Alignas(SHM_LINE) _Atomic uint64_t head; /* bytes ever written by the sender */
     _Atomic uint32_t attached;                /* the sender has mapped this segment: the owner's connect may end */
     _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner (the sender reads it when full) */
     _Atomic uint64_t cells_done;              /* cells ever consumed by the owner */
     _Atomic uint32_t cma;                     /* the owner reads the sender's memory with process_vm_readv */
+    /* the sender leads the pair's exchanges (it is the lower rank): each class's way as shm_xchg_word encodes it */
+    _Alignas(SHM_LINE) _Atomic uint64_t xchg_ways[SHM_XCHG_KINDS * SHM_XCHG_CLASSES];
 } shm_chan_t;
 
 /* What follows the header in the cell of a frame whose payload is not inline: where the payload is. */
@@ -132,11 +138,14 @@ typedef struct shm_map {
  * then it goes the way whose last SHM_XCHG_WINDOW times have the lower median, changing only for a median
  * SHM_XCHG_MARGIN_PCT percent lower, and every SHM_XCHG_PROBE_EVERY-th exchange goes the other way to keep its times
  * fresh. One exchange per peer is timed at a time; a send posted meanwhile goes through the ring.
+ * The lower rank of the pair decides for both: an exchange's time is the pair's (one rank's CMA and the other's
+ * ring take as long as both by CMA), and two ranks deciding apart on noisy first times went different ways, each
+ * then timing the other's choice (BENCHMARKS.md, "Nineteenth pass"). It publishes a change in its channel of the
+ * peer's segment, to take effect two exchanges on: the peer cannot have posted that one yet (it needs this rank's
+ * send of the one before, posted after this rank's check of the exchange that decided).
  */
 enum { SHM_XCHG_RING = 0, SHM_XCHG_CMA = 1 };
 #define SHM_XCHG_MIN         262144
-#define SHM_XCHG_KINDS       16 /* tp_frame_kind's range: each kind of call has its own classes */
-#define SHM_XCHG_CLASSES     6  /* 256 KiB-, 512 KiB-, 1 MiB-, 2 MiB-, 4 MiB-, 8 MiB and more */
 #define SHM_XCHG_WINDOW      5
 #define SHM_XCHG_EXPLORE     (4 * SHM_XCHG_WINDOW) /* the windows then hold the later half: past the warm-up */
 #define SHM_XCHG_MARGIN_PCT  10
@@ -145,8 +154,10 @@ enum { SHM_XCHG_RING = 0, SHM_XCHG_CMA = 1 };
 typedef struct shm_xchg_class {
     uint32_t ns_kib[2][SHM_XCHG_WINDOW]; /* by way: the last timed exchanges, ns per KiB moved */
     uint32_t have[2], next[2];           /* by way: times kept, and the slot of the next */
-    uint32_t count;                      /* exchanges of the class so far (the schedule) */
-    int best;                            /* SHM_XCHG_RING or _CMA: the way exchanges go between probes */
+    uint64_t count;                      /* exchanges of the class so far (the schedule) */
+    int best;                            /* SHM_XCHG_RING or _CMA: the way exchanges go between probes from `from` */
+    int before;                          /* the way they went before exchange number `from` */
+    uint64_t from;
     uint64_t changes;
 } shm_xchg_class_t;
 
@@ -156,6 +167,7 @@ typedef struct shm_xchg {
     int64_t start_ns;
     shm_xchg_class_t *cls;        /* its class */
     int way;                      /* the way it goes */
+    int leads;                    /* this rank decides the ways (the lower rank); the peer follows what it publishes */
     int went; /* bits (1 << SHM_VIA_*) of the ways its frames went, but inline ones (cells either way): one counts */
     int warm; /* the ring to the peer written through and one ring's worth read from the peer's before it began */
     uint64_t timed, by_cma;       /* exchanges timed, and of those how many by CMA (a debug note at close) */
@@ -265,9 +277,13 @@ void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
 void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x);
 /* After progress: ends each timed exchange whose two transfers are complete. */
 void shm_xchg_check(shm_state_t *st);
-/* The way for a class's next exchange (counting it), and a timed one's result: 1 when the class changed way. */
+/* The way for a class's next exchange (counting it), and a timed one's result: 1 when the class changed way (the
+ * leader's; from two exchanges on). */
 int shm_xchg_way(shm_xchg_class_t *c);
 int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib);
+/* The leader's class as one word for its channel, and the follower's class set from such a word (any value). */
+uint64_t shm_xchg_word(const shm_xchg_class_t *c);
+void shm_xchg_follow(shm_xchg_class_t *c, uint64_t word);
 /* "4096", "64K", "1M", "1G" to bytes (0), else -1 (shm_config.c, which tprun links too). */
 int shm_parse_bytes(const char *text, uint64_t *out);
 /* A TP_SHM_*_BYTES setting as the least frame that goes by its path (CMA, mapped): the environment's value, or dflt

@@ -41,9 +41,10 @@ static uint32_t median(const uint32_t *v, uint32_t n)
 
 int shm_xchg_way(shm_xchg_class_t *c)
 {
-    uint32_t n = c->count++;
+    uint64_t n = c->count++;
     if (n < SHM_XCHG_EXPLORE) return (int)(n % 2); /* ring, CMA, ring, ...: both ranks in step */
-    return n % SHM_XCHG_PROBE_EVERY == 0 ? !c->best : c->best;
+    int settled = n >= c->from ? c->best : c->before;
+    return n % SHM_XCHG_PROBE_EVERY == 0 ? !settled : settled;
 }
 
 int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib)
@@ -54,9 +55,26 @@ int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib)
     if (c->have[0] < SHM_XCHG_WINDOW || c->have[1] < SHM_XCHG_WINDOW) return 0;
     uint64_t best = median(c->ns_kib[c->best], SHM_XCHG_WINDOW), other = median(c->ns_kib[!c->best], SHM_XCHG_WINDOW);
     if (other * 100 >= best * (100 - SHM_XCHG_MARGIN_PCT)) return 0;
+    c->before = c->best;
     c->best = !c->best;
+    /* the exchange after the next: the follower may have counted the next already, never that one (it needs this
+     * rank's send of the next). A word the follower reads names the way before it rightly too: it reads it for an
+     * exchange after the one timed here, where any earlier change had taken effect. */
+    c->from = c->count + 1;
     c->changes++;
     return 1;
+}
+
+uint64_t shm_xchg_word(const shm_xchg_class_t *c)
+{
+    return c->from << 2 | (uint64_t)c->before << 1 | (uint64_t)c->best;
+}
+
+void shm_xchg_follow(shm_xchg_class_t *c, uint64_t word)
+{
+    c->best = (int)(word & 1);
+    c->before = (int)(word >> 1 & 1);
+    c->from = word >> 2;
 }
 
 /* A receive from the peer at least SHM_XCHG_MIN long that has not completed, or NULL. */
@@ -83,7 +101,9 @@ void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
     while (cls < SHM_XCHG_CLASSES - 1 && x->len >= ((size_t)SHM_XCHG_MIN << (cls + 1))) cls++;
     e->send = x;
     e->recv = r;
-    e->cls = &e->classes[tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls];
+    unsigned k = tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls;
+    e->cls = &e->classes[k];
+    if (!e->leads) shm_xchg_follow(e->cls, atomic_load_explicit(&p->in->xchg_ways[k], memory_order_acquire));
     e->way = shm_xchg_way(e->cls);
     e->went = 0;
     e->warm = p->ring_reached == p->ring && p->in_tail >= p->ring; /* both rings past their first lap */
@@ -106,7 +126,9 @@ void shm_xchg_check(shm_state_t *st)
         if ((e->way == SHM_XCHG_RING && ring && e->warm) || (e->way == SHM_XCHG_CMA && cma)) {
             e->timed++;
             e->by_cma += cma;
-            if (shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib))
+            if (e->leads && shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib)) {
+                atomic_store_explicit(&st->peers[r].out->xchg_ways[c - e->classes], shm_xchg_word(c),
+                                      memory_order_release);
                 tp_log(TP_LOG_DEBUG, "shm",
                        "rank %d: exchanges of kind %u, %zu KiB and more, now go %s (median %u ns per KiB moved, "
                        "against %u)",
@@ -114,6 +136,7 @@ void shm_xchg_check(shm_state_t *st)
                        ((size_t)SHM_XCHG_MIN << ((c - e->classes) % SHM_XCHG_CLASSES)) / 1024,
                        c->best == SHM_XCHG_CMA ? "by CMA" : "through the ring", median(c->ns_kib[c->best], SHM_XCHG_WINDOW),
                        median(c->ns_kib[!c->best], SHM_XCHG_WINDOW));
+            }
         }
         e->send = e->recv = NULL;
         st->xchg_open--;

@@ -359,6 +359,7 @@ static tp_status_t shm_connect(void *state, const tp_transport_peer_t *peers)
         p->walk = walk == SHM_WALK_ALWAYS || (walk == SHM_WALK_AUTO && !peers[r].crowded);
         /* crowded, CMA lost at every size (BENCHMARKS.md, "CMA: where the single copy wins") */
         p->xchg.on = cma_auto && !peers[r].crowded;
+        p->xchg.leads = st->env.rank < r;
         tp_log(TP_LOG_DEBUG, "shm", "rank %d: ring frames of %d KiB and more, and those of transfers of several, %s",
                r, SHM_RING_WINDOW / 1024, p->walk ? "walk the ring" : "go back to its start when they fit there");
     }
