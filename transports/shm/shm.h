@@ -52,9 +52,13 @@ typedef struct shm_chan {
     _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed by the owner (the sender reads it when full) */
     _Atomic uint64_t cells_done;              /* cells ever consumed by the owner */
     _Atomic uint32_t cma;                     /* the owner reads the sender's memory with process_vm_readv */
-    /* the sender leads the pair's exchanges (it is the lower rank): each class's way as shm_xchg_word encodes it */
-    _Alignas(SHM_LINE) _Atomic uint64_t xchg_ways[SHM_XCHG_KINDS * SHM_XCHG_CLASSES];
 } shm_chan_t;
+
+/* After the channels, one table per sender s: the ways it chose for the pair's exchanges of each class where it leads
+ * them (the lower rank), as shm_xchg_word encodes them. Apart from the channels, so the rings lie where they did. */
+typedef struct shm_ways {
+    _Alignas(SHM_LINE) _Atomic uint64_t word[SHM_XCHG_KINDS * SHM_XCHG_CLASSES];
+} shm_ways_t;
 
 /* What follows the header in the cell of a frame whose payload is not inline: where the payload is. */
 #define SHM_VIA_RING    1 /* the byte ring, from the position beside it */
@@ -112,7 +116,8 @@ static inline size_t shm_ring_bytes(int n)
 #define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + SHM_CELLS_BYTES + (ring)))
 #define SHM_CELLS_OFF(s, ring) (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
 #define SHM_RING_OFF(s, ring)  (SHM_CELLS_OFF(s, ring) + SHM_CELLS_BYTES)
-#define SHM_SEG_BYTES(n, ring) SHM_CHAN_OFF(n, ring)
+#define SHM_WAYS_OFF(n, ring, s) (SHM_CHAN_OFF(n, ring) + (size_t)(s) * sizeof(shm_ways_t))
+#define SHM_SEG_BYTES(n, ring)   SHM_WAYS_OFF(n, ring, n)
 
 /* A peer's tp_mem_alloc allocation, mapped here read-only at its first mapped frame; the least recently used of
  * SHM_MAPS goes when another comes. */
@@ -140,8 +145,8 @@ typedef struct shm_map {
  * fresh. One exchange per peer is timed at a time; a send posted meanwhile goes through the ring.
  * The lower rank of the pair decides for both: an exchange's time is the pair's (one rank's CMA and the other's
  * ring take as long as both by CMA), and two ranks deciding apart on noisy first times went different ways, each
- * then timing the other's choice (BENCHMARKS.md, "Nineteenth pass"). It publishes a change in its channel of the
- * peer's segment, to take effect two exchanges on: the peer cannot have posted that one yet (it needs this rank's
+ * then timing the other's choice (BENCHMARKS.md, "Nineteenth pass"). It publishes a change in its table in the
+ * peer's segment (shm_ways_t), to take effect two exchanges on: the peer cannot have posted that one yet (it needs this rank's
  * send of the one before, posted after this rank's check of the exchange that decided).
  */
 enum { SHM_XCHG_RING = 0, SHM_XCHG_CMA = 1 };
@@ -190,6 +195,8 @@ typedef struct shm_peer {
     shm_chan_t *in; /* peer -> this rank, in this rank's segment */
     const shm_cell_t *in_cells;
     const uint8_t *in_ring;
+    shm_ways_t *out_ways;      /* this rank's table in the peer's segment: it leads their exchanges */
+    const shm_ways_t *in_ways; /* the peer's table in this rank's segment: it leads */
     shm_ctl_t *ctl;                          /* the peer's control line: its sleeping word */
     uint64_t out_head, out_tail_seen;        /* private truth of what this rank wrote, and the peer's last tail */
     uint64_t out_cells_sent, out_cells_seen; /* cells this rank filled, and the peer's last cells_done */

@@ -103,7 +103,7 @@ void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
     e->recv = r;
     unsigned k = tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls;
     e->cls = &e->classes[k];
-    if (!e->leads) shm_xchg_follow(e->cls, atomic_load_explicit(&p->in->xchg_ways[k], memory_order_acquire));
+    if (!e->leads) shm_xchg_follow(e->cls, atomic_load_explicit(&p->in_ways->word[k], memory_order_acquire));
     e->way = shm_xchg_way(e->cls);
     e->went = 0;
     e->warm = p->ring_reached == p->ring && p->in_tail >= p->ring; /* both rings past their first lap */
@@ -127,7 +127,7 @@ void shm_xchg_check(shm_state_t *st)
             e->timed++;
             e->by_cma += cma;
             if (e->leads && shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib)) {
-                atomic_store_explicit(&st->peers[r].out->xchg_ways[c - e->classes], shm_xchg_word(c),
+                atomic_store_explicit(&st->peers[r].out_ways->word[c - e->classes], shm_xchg_word(c),
                                       memory_order_release);
                 tp_log(TP_LOG_DEBUG, "shm",
                        "rank %d: exchanges of kind %u, %zu KiB and more, now go %s (median %u ns per KiB moved, "

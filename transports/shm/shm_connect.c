@@ -246,6 +246,8 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     p->in = (shm_chan_t *)(st->seg + SHM_CHAN_OFF(r, ring));
     p->in_cells = (const shm_cell_t *)(st->seg + SHM_CELLS_OFF(r, ring));
     p->in_ring = st->seg + SHM_RING_OFF(r, ring);
+    p->out_ways = (shm_ways_t *)(p->seg + SHM_WAYS_OFF(st->size, ring, st->env.rank));
+    p->in_ways = (const shm_ways_t *)(st->seg + SHM_WAYS_OFF(st->size, ring, r));
     p->ring = ring;
     p->use = 1;
     shm_cma_probe(st, p, r); /* before attached: the peer's first send sees what this rank can read */
