@@ -6,7 +6,7 @@
  * executable) as if it were tp_mem_alloc memory, or from past the end of a real allocation of its, a forged header
  * in a cell, an impossible cell sequence word, an impossible consumed position or cell count (while rank 0 fills the
  * ring or the cells), or random bytes over all of rank 0's segment; rank 0's next call must fail with
- * TP_ERR_PROTOCOL (never read or write out of bounds). leak: every rank checks that it maps and holds nothing under
+ * TP_ERR_PROTOCOL (never read or write out of bounds). ways|waysfuzz: see forged_ways. leak: every rank checks that it maps and holds nothing under
  * /dev/shm, rank 0 prints every rank's pid, and all loop in all_reduce until the script SIGKILLs them.
  */
 #include <dirent.h>
@@ -168,6 +168,52 @@ static int garbage(const char *mode, int me, tp_comm_t *w)
     return s != TP_ERR_PROTOCOL;
 }
 
+/*
+ * ways|waysfuzz, 2 ranks: rank 0 leads the pair's exchanges and, before each of its calls, writes every word of its
+ * table in rank 1's segment itself. ways: CMA from the first exchange for 200 all_gathers of 1 MiB, then the ring
+ * for 200 (rank 1's close note must count the CMA exchanges that schedule makes); waysfuzz: random words for 400.
+ * Every call's values are checked on both ranks.
+ */
+static int forged_ways(const char *mode, int me, tp_comm_t *w)
+{
+    size_t count = (size_t)1 << 18; /* 1 MiB of f32 per rank: one exchange a call */
+    float *send = malloc(count * sizeof(float)), *recv = malloc(2 * count * sizeof(float));
+    if (send == NULL || recv == NULL) return 1;
+    for (size_t i = 0; i < count; i++) send[i] = (float)(me * 1000003 + (int)i % 1000);
+    if (tp_all_gather(w, send, recv, count, TP_F32, NULL) != TP_OK) return 1; /* connected: the segments mapped */
+    shm_ways_t *table = NULL;
+    if (me == 0) {
+        uint8_t *seg1 = segment_of(1);
+        if (seg1 == NULL) {
+            printf("rank 0: %s: no shm segment of rank 1 mapped here\n", mode);
+            return 1;
+        }
+        table = (shm_ways_t *)(seg1 + SHM_WAYS_OFF(2, shm_ring_bytes(2), 0));
+    }
+    int wrong = 0, fuzz = strcmp(mode, "waysfuzz") == 0;
+    srand(7);
+    for (int call = 0; call < 400 && !wrong; call++) {
+        for (int k = 0; table != NULL && k < SHM_XCHG_KINDS * SHM_XCHG_CLASSES; k++) {
+            uint64_t word = call < 200 ? 3 : 0; /* from exchange 0 on: CMA (before and after), then the ring */
+            if (fuzz) word = (uint64_t)rand() << 40 ^ (uint64_t)rand() << 20 ^ (uint64_t)rand();
+            atomic_store(&table->word[k], word);
+        }
+        tp_status_t s = tp_all_gather(w, send, recv, count, TP_F32, NULL);
+        if (s != TP_OK) {
+            printf("rank %d: %s: call %d: %s: %s\n", me, mode, call, tp_status_string(s), tp_last_error());
+            return 1;
+        }
+        for (size_t i = 0; i < 2 * count && !wrong; i++)
+            wrong = recv[i] != (float)((int)(i / count) * 1000003 + (int)(i % count) % 1000);
+        if (wrong) printf("rank %d: %s: call %d: wrong values\n", me, mode, call);
+    }
+    if (!wrong) printf("rank %d: %s: 400 all_gathers of 1 MiB right\n", me, mode);
+    fflush(stdout);
+    free(send);
+    free(recv);
+    return wrong;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || pipe(verdict_pipe) != 0) return 2;
@@ -190,6 +236,8 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
         while (!bad) bad = tp_all_reduce(w, x, x, count, TP_F32, TP_SUM, NULL) != TP_OK;
+    } else if (strncmp(argv[1], "ways", 4) == 0) {
+        bad = n != 2 || forged_ways(argv[1], me, w);
     } else {
         bad = garbage(argv[1], me, w);
     }

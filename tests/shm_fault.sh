@@ -3,7 +3,8 @@
 # frame to be read by CMA at an address its sender does not map, from no known place, from a ring position it did
 # not write, from a file of the sender's that is no tp_mem_alloc memory or from past the end of an allocation that
 # is, a forged header in a cell, an impossible cell sequence word, random bytes over a whole segment): the victim's
-# call fails with TP_ERR_PROTOCOL and no rank dies of a signal.
+# call fails with TP_ERR_PROTOCOL and no rank dies of a signal. A leader that writes its table of exchange ways
+# itself: the follower goes those ways, and random words leave every value right.
 # Every rank SIGKILLed mid-call: nothing is left in /dev/shm and no rank is left running.
 set -u
 TPRUN=${TPRUN:-./tprun}
@@ -31,6 +32,28 @@ for mode in head cma via start mapfd mapoff cell seq tail cells fuzz; do
         echo "$out" | grep -q "^tp rank 0 ([^)]*) ${why[$mode]}"; then
         echo "ok: $mode: refused as a protocol violation, no rank died of a signal"
     else fail "$mode: not refused"; echo "$out" | tail -8; fi
+done
+# The pair's leader (rank 0) writes its table of ways in rank 1's segment itself. ways: CMA for exchanges 1-200 (the
+# first twenty alternate, and every 32nd goes the other way: 185 by CMA), then the ring for 201-400 (6 probes by
+# CMA), so rank 1 sends 191 by CMA, give or take the calls where it reads a word before rank 0 rewrites it.
+# waysfuzz: random words; any way is safe. Both: every value right on both ranks.
+for mode in ways waysfuzz; do
+    out=$(TP_LOG_LEVEL=debug TP_SHM_CMA_BYTES=auto TP_ERRORS=return timeout 60 "$TPRUN" -n 2 $PROG $mode 2>&1)
+    st=$?
+    by_cma=$(echo "$out" | sed -n 's/^tp rank 1 (.*) shm: rank 0: [0-9]* exchanges timed, \([0-9]*\) of them by CMA$/\1/p')
+    if [ "$st" -ne 0 ] || [ "$(echo "$out" | grep -c "^rank [01]: $mode: 400 all_gathers of 1 MiB right$")" -ne 2 ]; then
+        fail "$mode: status $st"
+        echo "$out" | grep -v " iface: " | tail -8
+    elif [ "$mode" = waysfuzz ]; then
+        echo "ok: waysfuzz: random words in rank 1's table of ways: 400 all_gathers right on both ranks"
+    elif echo "$out" | grep -q "process_vm_readv of its memory refused"; then
+        echo "ok: ways: 400 all_gathers right (CMA refused here: the ways could not be seen)"
+    elif [ -n "$by_cma" ] && [ "$by_cma" -ge 185 ] && [ "$by_cma" -le 197 ]; then
+        echo "ok: ways: rank 1 went the ways rank 0's table said: $by_cma exchanges by CMA (191 planned), values right"
+    else
+        fail "ways: rank 1 sent ${by_cma:-no count of} exchanges by CMA, not about 191: it did not follow the table"
+        echo "$out" | grep "exchanges" | head -4
+    fi
 done
 before=$(ls -A /dev/shm | sort)
 coproc JOB { exec "$TPRUN" -n 4 $PROG leak 2>&1; }
