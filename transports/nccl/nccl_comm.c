@@ -95,7 +95,7 @@ tp_status_t nccl_comm_create(tp_comm_t *comm, void **state)
     const char *order = tp_comm_setting(comm, "nccl_order"), *timeout = tp_comm_setting(comm, "boot_timeout");
     st->nccl_order = order != NULL && strcmp(order, "nccl") == 0;
     st->timeout_s = timeout != NULL ? strtod(timeout, NULL) : 60.0;
-    if (!(st->timeout_s > 0)) st->timeout_s = 60.0;
+    if (!(st->timeout_s > 0) || st->timeout_s > 1e7) st->timeout_s = 60.0; /* the setting's own bounds */
     pthread_mutex_lock(&g.lock);
     st->next = g.live;
     g.live = st;
@@ -151,17 +151,14 @@ void nccl_comm_destroy(void *state)
  */
 static nccl_result_t settle(const nccl_state_t *st, nccl_comm_t c)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t until = tp_now_ns() + (int64_t)(st->timeout_s * 1e9);
     for (;;) {
         if (c == NULL || atomic_load(&g.aborted)) return NCCL_REMOTE_ERROR;
         nccl_result_t state = NCCL_INTERNAL_ERROR;
         nccl_result_t r = st->lib->comm_get_async_error(c, &state);
         if (r != NCCL_OK) return r;
         if (state != NCCL_IN_PROGRESS) return state;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9 > st->timeout_s)
-            return NCCL_IN_PROGRESS;
+        if (tp_now_ns() > until) return NCCL_IN_PROGRESS;
         struct timespec ts = {0, POLL_NS};
         nanosleep(&ts, NULL);
     }
