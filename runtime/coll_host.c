@@ -118,8 +118,11 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
         off += cs->rlen[p];
     }
     uint8_t *mine = cs->rbuf[me];
+    /* a send overlapping recv away from this rank's block goes into place first and out from there: a peer may read
+     * it where it lies (CMA) after other blocks have landed on it */
+    int moved = mine != send && coll_overlap(send, cs->rlen[me], recv, off);
     int hier = n > 1 && coll_hier_wanted(c, off), small = off - off / (size_t)n <= COLL_SMALL_BYTES;
-    int mirror = n > 1 && !hier && !small && cs->rlen[me] > 0 && mine != send && coll_mirror_peer(c) >= 0;
+    int mirror = n > 1 && !hier && !small && cs->rlen[me] > 0 && mine != send && !moved && coll_mirror_peer(c) >= 0;
     tp_status_t s = TP_OK;
     if (cs->rlen[me] > 0 && mine != send && !mirror) s = c->dev->copy(mine, send, cs->rlen[me], NULL);
     if (s != TP_OK || n == 1) return s;

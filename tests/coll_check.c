@@ -249,6 +249,11 @@ static void check_movement(tp_comm_t *w, tp_dtype_t t, size_t count, int odd)
     fill(t, recv + (size_t)me * bytes, count, me, seed);
     check("all_gather in place", t, count, tp_all_gather(w, recv + (size_t)me * bytes, recv, count, t, NULL), recv,
           want, (size_t)n * bytes);
+    /* send at recv's start, away from this rank's block (but rank 0's): rank 0's block lands on it */
+    memset(recv, 0xee, (size_t)n * bytes);
+    fill(t, recv, count, me, seed);
+    check("all_gather overlapping", t, count, tp_all_gather(w, recv, recv, count, t, NULL), recv, want,
+          (size_t)n * bytes);
     /* all_gatherv: rank 1 gives nothing, the others count + 3r */
     size_t counts[64], off = 0;
     for (int r = 0; r < n; r++) counts[r] = r == 1 ? 0 : count + 3 * (size_t)r;
