@@ -115,7 +115,7 @@ if echo "$names" | grep -qx shm; then
         fi
     done
     # TP_SHM_CMA_BYTES=auto (the default) times exchanges (a send meeting a receive from the same peer, 256 KiB and
-    # more) and tries CMA on every second of a kind's first ten, unless the ranks outnumber their CPUs
+    # more) and sends the first two of each class by CMA, unless the ranks outnumber their CPUs
     for n in 2 4; do
         shm_run "TP_SHM_CMA_BYTES=auto" "$n" "TP_SHM_CMA_BYTES=auto" || continue
         timed=$(echo "$out" | grep -c " shm: rank [0-9]*: [1-9][0-9]* exchanges timed, [1-9][0-9]* of them by CMA$")

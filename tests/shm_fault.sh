@@ -34,8 +34,9 @@ for mode in head cma via start mapfd mapoff cell seq tail cells fuzz; do
     else fail "$mode: not refused"; echo "$out" | tail -8; fi
 done
 # The pair's leader (rank 0) writes its table of ways in rank 1's segment itself. ways: CMA for exchanges 1-200 (the
-# first twenty alternate, and every 32nd goes the other way: 185 by CMA), then the ring for 201-400 (6 probes by
-# CMA), so rank 1 sends 191 by CMA, give or take the calls where it reads a word before rank 0 rewrites it.
+# first twenty go two by two, CMA then the ring, and two in every 32 go the other way: 179 by CMA with the one before
+# the loop), then the ring for 201-400 (6 pairs of probes by CMA), so rank 1 sends 191 by CMA, give or take the
+# calls where it reads a word before rank 0 rewrites it.
 # waysfuzz: random words; any way is safe. Both: every value right on both ranks.
 for mode in ways waysfuzz; do
     out=$(TP_LOG_LEVEL=debug TP_SHM_CMA_BYTES=auto TP_ERRORS=return timeout 60 "$TPRUN" -n 2 $PROG $mode 2>&1)

@@ -112,10 +112,10 @@ static inline size_t shm_ring_bytes(int n)
 }
 
 /* Offset of sender s's channel, its cells and its ring in a segment. */
-#define SHM_CELLS_BYTES        (SHM_CELLS * sizeof(shm_cell_t))
-#define SHM_CHAN_OFF(s, ring)  (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + SHM_CELLS_BYTES + (ring)))
-#define SHM_CELLS_OFF(s, ring) (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
-#define SHM_RING_OFF(s, ring)  (SHM_CELLS_OFF(s, ring) + SHM_CELLS_BYTES)
+#define SHM_CELLS_BYTES          (SHM_CELLS * sizeof(shm_cell_t))
+#define SHM_CHAN_OFF(s, ring)    (sizeof(shm_ctl_t) + (size_t)(s) * (sizeof(shm_chan_t) + SHM_CELLS_BYTES + (ring)))
+#define SHM_CELLS_OFF(s, ring)   (SHM_CHAN_OFF(s, ring) + sizeof(shm_chan_t))
+#define SHM_RING_OFF(s, ring)    (SHM_CELLS_OFF(s, ring) + SHM_CELLS_BYTES)
 #define SHM_WAYS_OFF(n, ring, s) (SHM_CHAN_OFF(n, ring) + (size_t)(s) * sizeof(shm_ways_t))
 #define SHM_SEG_BYTES(n, ring)   SHM_WAYS_OFF(n, ring, n)
 
@@ -137,22 +137,23 @@ typedef struct shm_map {
  * lose (this project's VM: 1.0-1.3; BENCHMARKS.md, "Seventeenth pass"). Each exchange is timed from its send's post
  * until both its transfers complete, per KiB moved, in classes by kind of call (tp_frame_kind) and send size; a
  * ring exchange counts only once both rings of the pair are past their first lap (it faults pages in: 1000 ns per
- * KiB, and either ring's slows the exchange). A
- * class's first SHM_XCHG_EXPLORE exchanges alternate ring and CMA (the peer counts the same exchanges, so both
- * ranks try the same way at once);
- * then it goes the way whose last SHM_XCHG_WINDOW times have the lower median, changing only for a median
- * SHM_XCHG_MARGIN_PCT percent lower, and every SHM_XCHG_PROBE_EVERY-th exchange goes the other way to keep its times
- * fresh. One exchange per peer is timed at a time; a send posted meanwhile goes through the ring.
+ * KiB, and either ring's slows the exchange). A class's first SHM_XCHG_EXPLORE exchanges go two by two, CMA then
+ * the ring (the peer counts the same exchanges, so both ranks try the same way at once; a class of a few exchanges
+ * tries CMA); then it goes the way whose last SHM_XCHG_WINDOW times have the lower median, changing only for a
+ * median SHM_XCHG_MARGIN_PCT percent lower, and every SHM_XCHG_PROBE_EVERY exchanges two go the other way to keep its
+ * times fresh. Only an exchange that follows one of the same way is timed: the first after a change of way took
+ * 1.1-1.9x as long as the next on this project's VM, whichever way it went to, which had kept a class on the way it
+ * was on. One exchange per peer is timed at a time; a send posted meanwhile goes through the ring.
  * The lower rank of the pair decides for both: an exchange's time is the pair's (one rank's CMA and the other's
  * ring take as long as both by CMA), and two ranks deciding apart on noisy first times went different ways, each
  * then timing the other's choice (BENCHMARKS.md, "Nineteenth pass"). It publishes a change in its table in the
- * peer's segment (shm_ways_t), to take effect two exchanges on: the peer cannot have posted that one yet (it needs this rank's
- * send of the one before, posted after this rank's check of the exchange that decided).
+ * peer's segment (shm_ways_t), to take effect two exchanges on: the peer cannot have posted that one yet (it needs
+ * this rank's send of the one before, posted after this rank's check of the exchange that decided).
  */
 enum { SHM_XCHG_RING = 0, SHM_XCHG_CMA = 1 };
 #define SHM_XCHG_MIN         262144
 #define SHM_XCHG_WINDOW      5
-#define SHM_XCHG_EXPLORE     (4 * SHM_XCHG_WINDOW) /* the windows then hold the later half: past the warm-up */
+#define SHM_XCHG_EXPLORE     (4 * SHM_XCHG_WINDOW) /* WINDOW timed of each way */
 #define SHM_XCHG_MARGIN_PCT  10
 #define SHM_XCHG_PROBE_EVERY 32
 
@@ -160,6 +161,7 @@ typedef struct shm_xchg_class {
     uint32_t ns_kib[2][SHM_XCHG_WINDOW]; /* by way: the last timed exchanges, ns per KiB moved */
     uint32_t have[2], next[2];           /* by way: times kept, and the slot of the next */
     uint64_t count;                      /* exchanges of the class so far (the schedule) */
+    int last;                            /* the way the class's last exchange went; -1 before the first */
     int best;                            /* SHM_XCHG_RING or _CMA: the way exchanges go between probes from `from` */
     int before;                          /* the way they went before exchange number `from` */
     uint64_t from;
@@ -172,6 +174,7 @@ typedef struct shm_xchg {
     int64_t start_ns;
     shm_xchg_class_t *cls;        /* its class */
     int way;                      /* the way it goes */
+    int sample;                   /* its time counts for the class: the exchange before it went the same way */
     int leads;                    /* this rank decides the ways (the lower rank); the peer follows what it publishes */
     int went; /* bits (1 << SHM_VIA_*) of the ways its frames went, but inline ones (cells either way): one counts */
     int warm; /* the ring to the peer written through and one ring's worth read from the peer's before it began */
@@ -195,8 +198,8 @@ typedef struct shm_peer {
     shm_chan_t *in; /* peer -> this rank, in this rank's segment */
     const shm_cell_t *in_cells;
     const uint8_t *in_ring;
-    shm_ways_t *out_ways;      /* this rank's table in the peer's segment: it leads their exchanges */
-    const shm_ways_t *in_ways; /* the peer's table in this rank's segment: it leads */
+    shm_ways_t *out_ways;                    /* this rank's table in the peer's segment: it leads their exchanges */
+    const shm_ways_t *in_ways;               /* the peer's table in this rank's segment: it leads */
     shm_ctl_t *ctl;                          /* the peer's control line: its sleeping word */
     uint64_t out_head, out_tail_seen;        /* private truth of what this rank wrote, and the peer's last tail */
     uint64_t out_cells_sent, out_cells_seen; /* cells this rank filled, and the peer's last cells_done */
@@ -284,9 +287,9 @@ void shm_cma_probe(shm_state_t *st, shm_peer_t *p, int r);
 void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x);
 /* After progress: ends each timed exchange whose two transfers are complete. */
 void shm_xchg_check(shm_state_t *st);
-/* The way for a class's next exchange (counting it), and a timed one's result: 1 when the class changed way (the
- * leader's; from two exchanges on). */
-int shm_xchg_way(shm_xchg_class_t *c);
+/* The way for a class's next exchange (counting it; *sample: whether its time is to count), and a sample's time: 1
+ * when the class changed way (the leader's; from two exchanges on). A zeroed class is a fresh one. */
+int shm_xchg_way(shm_xchg_class_t *c, int *sample);
 int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib);
 /* The leader's class as one word for its channel, and the follower's class set from such a word (any value). */
 uint64_t shm_xchg_word(const shm_xchg_class_t *c);

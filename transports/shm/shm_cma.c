@@ -39,12 +39,15 @@ static uint32_t median(const uint32_t *v, uint32_t n)
     return s[n / 2];
 }
 
-int shm_xchg_way(shm_xchg_class_t *c)
+int shm_xchg_way(shm_xchg_class_t *c, int *sample)
 {
     uint64_t n = c->count++;
-    if (n < SHM_XCHG_EXPLORE) return (int)(n % 2); /* ring, CMA, ring, ...: both ranks in step */
-    int settled = n >= c->from ? c->best : c->before;
-    return n % SHM_XCHG_PROBE_EVERY == 0 ? !settled : settled;
+    int settled = n >= c->from ? c->best : c->before, way;
+    if (n < SHM_XCHG_EXPLORE) way = (int)((n / 2 + 1) % 2); /* CMA, CMA, ring, ring, ...: both ranks in step */
+    else way = n % SHM_XCHG_PROBE_EVERY < 2 ? !settled : settled;
+    *sample = n > 0 && way == c->last; /* the count starts at 0: a zeroed class has no last way */
+    c->last = way;
+    return way;
 }
 
 int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib)
@@ -104,7 +107,7 @@ void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
     unsigned k = tp_frame_kind(x->header) % SHM_XCHG_KINDS * SHM_XCHG_CLASSES + (unsigned)cls;
     e->cls = &e->classes[k];
     if (!e->leads) shm_xchg_follow(e->cls, atomic_load_explicit(&p->in_ways->word[k], memory_order_acquire));
-    e->way = shm_xchg_way(e->cls);
+    e->way = shm_xchg_way(e->cls, &e->sample);
     e->went = 0;
     e->warm = p->ring_reached == p->ring && p->in_tail >= p->ring; /* both rings past their first lap */
     e->start_ns = tp_now_ns();
@@ -126,7 +129,8 @@ void shm_xchg_check(shm_state_t *st)
         if ((e->way == SHM_XCHG_RING && ring && e->warm) || (e->way == SHM_XCHG_CMA && cma)) {
             e->timed++;
             e->by_cma += cma;
-            if (e->leads && shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib)) {
+            if (e->leads && e->sample &&
+                shm_xchg_timed(c, e->way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib)) {
                 atomic_store_explicit(&st->peers[r].out_ways->word[c - e->classes], shm_xchg_word(c),
                                       memory_order_release);
                 tp_log(TP_LOG_DEBUG, "shm",
