@@ -161,7 +161,7 @@ typedef struct shm_xchg_class {
     uint32_t ns_kib[2][SHM_XCHG_WINDOW]; /* by way: the last timed exchanges, ns per KiB moved */
     uint32_t have[2], next[2];           /* by way: times kept, and the slot of the next */
     uint64_t count;                      /* exchanges of the class so far (the schedule) */
-    int last;                            /* the way the class's last exchange went; -1 before the first */
+    int last;                            /* the way the class's last exchange went (none while count is 0) */
     int best;                            /* SHM_XCHG_RING or _CMA: the way exchanges go between probes from `from` */
     int before;                          /* the way they went before exchange number `from` */
     uint64_t from;
@@ -291,7 +291,7 @@ void shm_xchg_check(shm_state_t *st);
  * when the class changed way (the leader's; from two exchanges on). A zeroed class is a fresh one. */
 int shm_xchg_way(shm_xchg_class_t *c, int *sample);
 int shm_xchg_timed(shm_xchg_class_t *c, int way, uint32_t ns_per_kib);
-/* The leader's class as one word for its channel, and the follower's class set from such a word (any value). */
+/* The leader's class as one word for its table of ways, and the follower's class set from such a word (any value). */
 uint64_t shm_xchg_word(const shm_xchg_class_t *c);
 void shm_xchg_follow(shm_xchg_class_t *c, uint64_t word);
 /* "4096", "64K", "1M", "1G" to bytes (0), else -1 (shm_config.c, which tprun links too). */
