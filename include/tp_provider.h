@@ -202,7 +202,7 @@ typedef enum tp_mem_type {
 
 /* ---- Transports: one const ops table each, listed in runtime_transports.c ---- */
 
-#define TP_TRANSPORT_ABI 8
+#define TP_TRANSPORT_ABI 9
 #define TP_TRANSPORT_ADDRESS_MAX 1024 /* bytes of text a transport publishes (a few ports' GIDs fit) */
 #define TP_TRANSPORT_PAIR_MAX 4096    /* bytes of connection data a transport sends one peer (a QP blob fits) */
 
@@ -292,6 +292,14 @@ typedef struct tp_xfer {
      * receive and reduces them as they arrive), so a transport keeps this rank copying beside that work rather than
      * leaving the peer to fetch everything at the end (shm: the ring, never CMA). */
     int streamed;
+    /* Send: the peer should read each frame whole from buf when the transport can (shm: CMA), the frames of a send
+     * still growing waiting until they are whole (the caller waits for it anyway); the ring otherwise. */
+    int lend;
+    /* Receive with deliver: len bytes where a frame the transport reads whole from the sender's memory lands, at its
+     * payload offset, before it is lent to deliver in one piece (it may be the buffer deliver writes). NULL: such a
+     * frame comes through the transport's own memory in pieces. */
+    void *land;
+    int peer_lent; /* receive: a frame of it was read whole from the sender's buffer (set by the transport) */
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */

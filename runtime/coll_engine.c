@@ -43,7 +43,8 @@ static void xfer_set(tp_xfer_t *x, int world_peer, int is_send, void *buf, size_
     x->deliver = NULL;
     x->deliver_arg = NULL;
     x->mirror = NULL;
-    x->streamed = x->complete = x->growing = 0;
+    x->land = NULL;
+    x->streamed = x->lend = x->complete = x->growing = 0;
     x->done = x->frame_off = 0;
     x->next = NULL;
     x->prefix_left = 0;

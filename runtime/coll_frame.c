@@ -143,7 +143,7 @@ tp_status_t tp_frame_check(const uint8_t expected[TP_FRAME_HEADER_BYTES], const 
 void tp_xfer_enqueue(tp_xfer_t *x, uint64_t max_part, tp_xfer_t **head, tp_xfer_t **tail)
 {
     x->done = 0;
-    x->complete = 0;
+    x->complete = x->peer_lent = 0;
     x->frame_off = 0;
     x->growing = x->is_send && x->ready < x->len;
     x->next = NULL;

@@ -94,7 +94,8 @@ void shm_xchg_post(shm_state_t *st, shm_peer_t *p, tp_xfer_t *x)
     /* Not asked: whether the peer allows CMA yet. Its probe may come after this rank's first exchange, and both
      * ranks must count that one for their schedules to stay in step; a CMA exchange refused goes through the ring
      * and does not count. */
-    if (!e->on || e->send != NULL || x->len < SHM_XCHG_MIN || x->streamed || x->ready < x->len || x->mem != TP_MEM_HOST)
+    if (!e->on || e->send != NULL || x->len < SHM_XCHG_MIN || x->streamed || x->lend || x->ready < x->len ||
+        x->mem != TP_MEM_HOST)
         return;
     tp_xfer_t *r = waiting_recv(p);
     if (r == NULL) return;

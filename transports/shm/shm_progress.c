@@ -214,8 +214,11 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
 {
     size_t fl = tp_xfer_frame_len(x, base), fr = tp_xfer_frame_ready(x, base);
     int inl = fl <= SHM_INLINE_MAX, room = 0;
+    /* lent where TP_SHM_CMA_BYTES lets exchanges or frames go by CMA at all and the peer may read this rank */
+    int lend = x->lend && !inl && !x->streamed && (p->cma_min > 0 || p->xchg.on) &&
+               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
     *go = 0;
-    if ((inl && fr < fl) || (!inl && fr == 0)) return TP_OK; /* its bytes do not exist yet */
+    if ((inl && fr < fl) || (!inl && fr == 0) || (lend && fr < fl)) return TP_OK; /* its bytes do not exist yet */
     uint64_t k = cells_for(fl), c = p->out_cells_sent, start = *head;
     tp_status_t s = cells_room(p, rank, k, &room);
     if (s != TP_OK || !room) {
@@ -227,8 +230,9 @@ static tp_status_t send_header(shm_peer_t *p, int rank, tp_xfer_t *x, size_t bas
      * writes again in its next call, each write waiting to take its line back (a 512 KiB reduce: 150 against 40 us) */
     int map = !inl && fr == fl && !x->growing && shm_map_describe(p, x, base, fl, via);
     int cma = !inl && !map && !x->streamed && fr == fl &&
-              (p->cma_min > 0 ? fl >= p->cma_min : p->xchg.send == x && p->xchg.way == SHM_XCHG_CMA) &&
+              (lend || (p->cma_min > 0 ? fl >= p->cma_min : p->xchg.send == x && p->xchg.way == SHM_XCHG_CMA)) &&
               atomic_load_explicit(&p->out->cma, memory_order_relaxed);
+    x->peer_lent |= cma;
     if (p->xchg.send == x && !inl) p->xchg.went |= 1u << (cma ? SHM_VIA_CMA : map ? SHM_VIA_MAP : SHM_VIA_RING);
     if (!inl && !cma && !map && (s = ring_start(p, rank, *head, fl, shm_walks(x, fl), &start)) != TP_OK) return s;
     if (start != *head) { /* published before the cell: a reader that sees the frame never sees the head behind it */
@@ -435,6 +439,10 @@ static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, 
         s = TP_ERR_PROTOCOL;
     } else if (x->deliver == NULL) {
         s = shm_cma_read(p, (uint8_t *)x->buf + x->done, fl, via[1], why, sizeof(why));
+    } else if (x->land != NULL) { /* whole where the lent receive said, then lent from there in one piece */
+        uint8_t *at = (uint8_t *)x->land + x->done;
+        s = shm_cma_read(p, at, fl, via[1], why, sizeof(why));
+        if (s == TP_OK && (s = x->deliver(x->deliver_arg, x->done, at, fl)) != TP_OK) return s;
     } else { /* a lent receive has no buffer: the sender's bytes come through a bounce, a chunk at a time */
         uint8_t bounce[SHM_CMA_BOUNCE];
         for (size_t off = 0; off < fl && s == TP_OK; off += SHM_CMA_BOUNCE) {
@@ -444,6 +452,7 @@ static tp_status_t recv_large(shm_peer_t *p, int rank, tp_xfer_t *x, size_t fl, 
         }
     }
     if (s != TP_OK) return shm_fail(p, rank, s, why);
+    x->peer_lent |= via[0] == SHM_VIA_CMA;
     x->done += fl;
     p->in_cells_next++;
     recv_finish_frame(p, x);
