@@ -136,30 +136,47 @@ static tp_status_t pair_reduce_deliver(void *arg, size_t off, const void *bytes,
     return s;
 }
 
+/* Where a piece the peer lends lands before it is reduced: dst itself, unless it overlaps a piece this rank still
+ * needs (its own, in place) or lends (the peer's); else the scratch where it fits; else NULL (the transport's own
+ * pieces). */
+static void *pair_land(coll_call_t *c, uint8_t *dst, const uint8_t *own, const uint8_t *lent, size_t n, size_t ln)
+{
+    if (!coll_overlap(dst, n, own, n) && !coll_overlap(dst, n, lent, ln)) return dst;
+    return n <= (size_t)c->comm->size * COLL_WINDOW * c->cs->slot_bytes ? c->cs->scratch : NULL;
+}
+
 /* scatter_reduce for two ranks over a transport that lends what it receives (shared memory): one receive for the
- * slice, reduced span by span as it arrives; the frames are the same parts the windowed path exchanges. */
+ * slice, reduced span by span as it arrives; the frames are the same parts the windowed path exchanges. The pieces
+ * go streamed or lent (coll_pair_way.c). */
 static tp_status_t scatter_reduce_pair(coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, void *dst,
                                        int gather, uint8_t *dst_all)
 {
-    int me = c->comm->rank, p = 1 - me;
+    int me = c->comm->rank, p = 1 - me, sample = 0;
     size_t es = sl->es, pbytes = sl->pe * es, mine = slice_count(sl, me), theirs = slice_count(sl, p);
+    coll_pair_class_t *cls = coll_pair_class(c->cs, !gather, (mine + theirs) * es);
+    int way = coll_pair_way(cls, me == 0, &sample), lend = way == COLL_PAIR_LENT;
+    int64_t t0 = cls != NULL && me == 0 ? tp_now_ns() : 0;
     pair_reduce_t pr = {.c = c, .own = pieces[me], .dst = dst, .own_first = me == 0, .es = es};
     tp_xfer_t *rx = coll_xfer(c, p, 0, 0, NULL, mine * es, 0, pbytes);
     if (rx == NULL) return TP_ERR_NO_MEMORY;
     rx->deliver = pair_reduce_deliver;
     rx->deliver_arg = &pr;
+    if (cls != NULL) rx->land = pair_land(c, dst, pieces[me], pieces[p], mine * es, theirs * es);
     tp_status_t s = coll_post(c, rx);
     if (s == TP_OK && gather)
         s = coll_post(c, coll_xfer(c, p, 0, 1, dst_all + slice_first(sl, p) * es, theirs * es, 0, pbytes));
     tp_xfer_t *tx = coll_xfer(c, p, 1, 0, (void *)pieces[p], theirs * es, 0, pbytes);
-    if (tx != NULL) tx->streamed = 1; /* the peer reduces it as it comes */
+    if (tx != NULL) tx->streamed = !lend, tx->lend = lend; /* streamed: the peer reduces it as it comes */
     if (s == TP_OK) s = coll_post(c, tx);
     if (s == TP_OK && gather) {
         pr.gx = coll_xfer(c, p, 1, 1, dst, mine * es, 0, pbytes);
-        if (pr.gx != NULL) pr.gx->ready = 0, pr.gx->streamed = 1; /* raised as spans are reduced */
+        if (pr.gx != NULL) pr.gx->ready = 0, pr.gx->streamed = !lend, pr.gx->lend = lend; /* raised as reduced */
         s = coll_post(c, pr.gx);
     }
-    return s == TP_OK ? coll_wait_all(c) : s;
+    if (s == TP_OK) s = coll_wait_all(c);
+    if (s == TP_OK)
+        coll_pair_done(cls, me == 0, way, sample, me == 0 ? tp_now_ns() - t0 : 0, (mine + theirs) * es, tx, rx);
+    return s;
 }
 
 /* Whether the two-rank path applies: the peer's transport lends its bytes and the buffers are the host's. */

@@ -27,6 +27,8 @@ static void host_comm_destroy(void *state)
     coll_hier_free(cs->hier);
     free(cs->order);
     free(cs->place);
+    coll_pair_report(cs, cs->comm->rank);
+    free(cs->pair_ways);
     free(cs);
 }
 

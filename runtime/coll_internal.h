@@ -29,6 +29,7 @@ typedef struct coll_state {
     size_t *next;
     struct coll_hier *hier; /* the comm's hosts (coll_hier.c) */
     int *order, *place;     /* the shared-CPU dissemination ring (coll_dissem_ring); NULL: rank order */
+    struct coll_pair_class *pair_ways; /* 2 ranks: which way each class of large calls goes (coll_pair_way.c) */
 } coll_state_t;
 
 typedef struct coll_call {
@@ -115,6 +116,46 @@ static inline size_t slice_part_elems(size_t cnt, size_t pe, size_t k)
     return left < pe ? left : pe;
 }
 void coll_slices_init(slices_t *sl, size_t count, int n, size_t es, size_t part_bytes);
+
+/* The way of a 2-rank all_reduce or reduce_scatter over a lending transport (coll_pair_way.c), per class of call
+ * size (the whole vector's bytes): streamed (the peer reduces each piece as it lands, and the reduced slice goes
+ * back as it grows) or lent (the peer reads each piece whole from its sender's buffer, x->lend). */
+enum { COLL_PAIR_STREAMED = 0, COLL_PAIR_LENT = 1 };
+#define COLL_PAIR_MIN         524288 /* calls over fewer bytes (the whole vector) are streamed */
+#define COLL_PAIR_CLASSES     8
+#define COLL_PAIR_WINDOW      5
+#define COLL_PAIR_EXPLORE     (4 * COLL_PAIR_WINDOW) /* a class's first calls: WINDOW timed each way */
+#define COLL_PAIR_PROBE_FIRST 32  /* the first probe of an epoch, this many calls into it; then twice as far ... */
+#define COLL_PAIR_PROBE_MAX   512 /* ... up to this, and every this many after */
+#define COLL_PAIR_MARGIN_PCT  5
+typedef struct coll_pair_class {
+    uint32_t ns_kib[2][COLL_PAIR_WINDOW]; /* the leader's, by way: its last timed calls, ns per KiB of vector */
+    uint32_t have[2], next[2];
+    uint64_t count;     /* calls of the class so far */
+    int last;           /* the way its last call went */
+    int best;           /* the way calls go between probes: the leader's choice, as the follower last saw it */
+    int pending;        /* the leader's: a change decided, waiting for a call between probes */
+    uint64_t epoch;     /* the call where the way last changed (0: none yet): probes count from there */
+    uint64_t lent;      /* calls lent both ways */
+    int lent_seen;      /* a call of the class was */
+    int no_lend;        /* none was by the end of the exploration: streamed from then on */
+    int reduce_scatter; /* which table it is in, and its smallest vector: for the log */
+    size_t min_bytes;
+} coll_pair_class_t;
+/* The class of a call over a vector of bytes (both ranks: the same); NULL: streamed, untimed. */
+coll_pair_class_t *coll_pair_class(coll_state_t *cs, int reduce_scatter, size_t bytes);
+/* Whether call o of an epoch probes the other way. */
+int coll_pair_probes(uint64_t o);
+/* The way this call goes (leads: the lower rank), and whether the leader counts its time (sample). */
+int coll_pair_way(coll_pair_class_t *c, int leads, int *sample);
+/* A window's new time for way; 1 when it made the leader decide to change its best way (pending). */
+int coll_pair_timed(coll_pair_class_t *c, int way, uint32_t ns_per_kib);
+/* After a call that went way in ns over a vector of bytes, sent and got this rank's piece and the peer's: the leader
+ * keeps the time, the follower what it saw of the leader's way. */
+void coll_pair_done(coll_pair_class_t *c, int leads, int way, int sample, int64_t ns, size_t bytes,
+                    const tp_xfer_t *sent, const tp_xfer_t *got);
+/* A debug note per class used, at the comm's end: calls, how many lent, the way they settled on. */
+void coll_pair_report(const coll_state_t *cs, int rank);
 #define COLL_REDUCE_CHUNK 16384 /* elements reduced at once while a part is still arriving */
 /* all_reduce's small-call rule (every vector to every rank), the same on every rank and for both engines. */
 int coll_all_reduce_is_small(coll_call_t *c, size_t count);

@@ -48,7 +48,7 @@ libtp_la_SOURCES += \
 	runtime/runtime_dtype.c runtime/runtime_dtype.h \
 	runtime/coll_api.c runtime/coll_p2p.c runtime/coll_dispatch.c runtime/coll_dispatch.h \
 	runtime/coll_host.c runtime/coll_engine.c runtime/coll_internal.h \
-	runtime/coll_algos.c runtime/coll_allreduce.c \
+	runtime/coll_algos.c runtime/coll_allreduce.c runtime/coll_pair_way.c \
 	runtime/coll_hier.c runtime/coll_hier.h runtime/coll_hier_reduce.c runtime/coll_hier_scatter.c \
 	runtime/coll_frame.c runtime/coll_frame.h
 # The staging provider: device memory (and host memory on a host stream) through pinned slabs and the host engine.

@@ -81,6 +81,12 @@ tests_shm_write_unit_LDADD = libtp_internal.la
 tests_shm_write_unit_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 TESTS += tests/shm_write_unit
 # TP_SHM_CMA_BYTES=auto's choice of way for a class of exchanges.
+# The 2-rank pair's choice of way, streamed or lent (runtime/coll_pair_way.c), both ranks played call by call.
+check_PROGRAMS += tests/coll_pair_unit
+tests_coll_pair_unit_SOURCES = tests/coll_pair_unit.c
+tests_coll_pair_unit_LDADD = libtp_internal.la
+tests_coll_pair_unit_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
+TESTS += tests/coll_pair_unit
 check_PROGRAMS += tests/shm_xchg_unit
 tests_shm_xchg_unit_SOURCES = tests/shm_xchg_unit.c
 tests_shm_xchg_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/transports/shm

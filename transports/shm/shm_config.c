@@ -84,7 +84,8 @@ const tp_config_entry_t tp_shm_config[] = {
      "shm: frames of at least this many bytes (above 1 KiB) are read straight from the sender's buffer with "
      "process_vm_readv, one copy instead of two through the ring, where the kernel allows it; 0: never; auto "
      "(default): sends of 256 KiB and more that meet a receive from the same peer (an exchange) go whichever way "
-     "timed exchanges show faster, unless this kernel's ranks outnumber their CPUs (see ENGINE.md)",
+     "timed exchanges show faster, unless this kernel's ranks outnumber their CPUs (see ENGINE.md); a 2-rank "
+     "all_reduce or reduce_scatter of 512 KiB and more may go by CMA (lent) unless 0",
      check_cma_bytes},
     {"TP_SHM_MAP_BYTES", "shm_map_bytes", TP_CONFIG_STRING, TP_CONFIG_USER, SHM_MAP_BYTES_TEXT,
      "shm: frames of at least this many bytes (above 1 KiB) whose bytes lie in memory from tp_mem_alloc are read by "
