@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -214,6 +215,28 @@ static int forged_ways(const char *mode, int me, tp_comm_t *w)
     return wrong;
 }
 
+/*
+ * land, 2 ranks: the half of a 1 MiB all_reduce that rank 1 lends rank 0 (the first call of a class goes lent) lies
+ * in memory rank 1 made unreadable. Rank 0's read of it into its result must fail as rank 1's protocol violation,
+ * naming the bytes. Four calls of another class first let both ranks' CMA probes come in.
+ */
+static int unreadable_lent(int me, tp_comm_t *w)
+{
+    size_t count = (size_t)1 << 18, warm = (size_t)1 << 20; /* f32: 1 MiB; the warm-up 4 MiB */
+    float *send = mmap(NULL, warm * sizeof(float), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    float *recv = malloc(warm * sizeof(float));
+    if (send == MAP_FAILED || recv == NULL) return 1;
+    for (size_t i = 0; i < warm; i++) send[i] = 1.0f;
+    for (int k = 0; k < 4; k++)
+        if (tp_all_reduce(w, send, recv, warm, TP_F32, TP_SUM, NULL) != TP_OK) return 1;
+    /* rank 1's first half is rank 0's piece, which rank 1 never reads itself when the call goes lent */
+    if (me == 1 && mprotect(send, count / 2 * sizeof(float), PROT_NONE) != 0) return 1;
+    tp_status_t s = tp_all_reduce(w, send, recv, count, TP_F32, TP_SUM, NULL);
+    printf("rank %d: land: %s: %s\n", me, tp_status_string(s), s != TP_OK ? tp_last_error() : "");
+    fflush(stdout);
+    return me == 0 && s != TP_ERR_PROTOCOL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || pipe(verdict_pipe) != 0) return 2;
@@ -236,6 +259,8 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
         while (!bad) bad = tp_all_reduce(w, x, x, count, TP_F32, TP_SUM, NULL) != TP_OK;
+    } else if (strcmp(argv[1], "land") == 0) {
+        bad = n != 2 || unreadable_lent(me, w);
     } else if (strncmp(argv[1], "ways", 4) == 0) {
         bad = n != 2 || forged_ways(argv[1], me, w);
     } else {

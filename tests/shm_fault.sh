@@ -4,7 +4,8 @@
 # not write, from a file of the sender's that is no tp_mem_alloc memory or from past the end of an allocation that
 # is, a forged header in a cell, an impossible cell sequence word, random bytes over a whole segment): the victim's
 # call fails with TP_ERR_PROTOCOL and no rank dies of a signal. A leader that writes its table of exchange ways
-# itself: the follower goes those ways, and random words leave every value right.
+# itself: the follower goes those ways, and random words leave every value right. A lent half of a 2-rank all_reduce
+# in memory its sender made unreadable: refused as the sender's protocol violation.
 # Every rank SIGKILLed mid-call: nothing is left in /dev/shm and no rank is left running.
 set -u
 TPRUN=${TPRUN:-./tprun}
@@ -56,6 +57,20 @@ for mode in ways waysfuzz; do
         echo "$out" | grep "exchanges" | head -4
     fi
 done
+# A 2-rank all_reduce whose lent half (the first call of its class goes lent) lies in memory its sender made
+# unreadable: the receiver's read into its result is refused as the sender's protocol violation, naming the bytes.
+out=$(TP_LOG_LEVEL=debug TP_ERRORS=return timeout 60 "$TPRUN" -n 2 $PROG land 2>&1)
+st=$?
+named="shm: error: rank 1: its frame names 524288 bytes at 0x[0-9a-f]* in its memory, of which 0 can be read"
+if echo "$out" | grep -q "process_vm_readv of its memory refused"; then
+    echo "ok: land: CMA refused here: nothing is lent (the case cannot arise)"
+elif [ "$st" -eq 0 ] && echo "$out" | grep -q "^rank 0: land: protocol violation by a peer: " &&
+    echo "$out" | grep -q "^tp rank 0 ([^)]*) $named" && ! echo "$out" | grep -q "signal"; then
+    echo "ok: land: a lent half rank 0 cannot read refused as rank 1's protocol violation, no rank died of a signal"
+else
+    fail "land: status $st, not refused by name"
+    echo "$out" | grep -v " iface: " | tail -8
+fi
 before=$(ls -A /dev/shm | sort)
 coproc JOB { exec "$TPRUN" -n 4 $PROG leak 2>&1; }
 pids=""
