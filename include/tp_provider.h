@@ -299,7 +299,7 @@ typedef struct tp_xfer {
      * payload offset, before it is lent to deliver in one piece (it may be the buffer deliver writes). NULL: such a
      * frame comes through the transport's own memory in pieces. */
     void *land;
-    int peer_lent; /* receive: a frame of it was read whole from the sender's buffer (set by the transport) */
+    int peer_lent; /* a frame of it moved by the receiver reading the sender's buffer whole (set by the transport) */
     size_t done;  /* payload bytes moved so far (set by the transport) */
     int complete; /* set by the transport */
     /* transport-private */

