@@ -142,7 +142,7 @@ static tp_status_t pair_reduce_deliver(void *arg, size_t off, const void *bytes,
 static void *pair_land(coll_call_t *c, uint8_t *dst, const uint8_t *own, const uint8_t *lent, size_t n, size_t ln)
 {
     if (!coll_overlap(dst, n, own, n) && !coll_overlap(dst, n, lent, ln)) return dst;
-    return n <= (size_t)c->comm->size * COLL_WINDOW * c->cs->slot_bytes ? c->cs->scratch : NULL;
+    return n <= coll_scratch_bytes(c->cs) ? c->cs->scratch : NULL;
 }
 
 /* scatter_reduce for two ranks over a transport that lends what it receives (shared memory): one receive for the
@@ -155,7 +155,7 @@ static tp_status_t scatter_reduce_pair(coll_call_t *c, const uint8_t *const *pie
     size_t es = sl->es, pbytes = sl->pe * es, mine = slice_count(sl, me), theirs = slice_count(sl, p);
     coll_pair_class_t *cls = coll_pair_class(c->cs, !gather, (mine + theirs) * es);
     int way = coll_pair_way(cls, me == 0, &sample), lend = way == COLL_PAIR_LENT;
-    int64_t t0 = cls != NULL && me == 0 ? tp_now_ns() : 0;
+    int64_t t0 = sample ? tp_now_ns() : 0; /* only the calls the leader times */
     pair_reduce_t pr = {.c = c, .own = pieces[me], .dst = dst, .own_first = me == 0, .es = es};
     tp_xfer_t *rx = coll_xfer(c, p, 0, 0, NULL, mine * es, 0, pbytes);
     if (rx == NULL) return TP_ERR_NO_MEMORY;
@@ -175,7 +175,7 @@ static tp_status_t scatter_reduce_pair(coll_call_t *c, const uint8_t *const *pie
     }
     if (s == TP_OK) s = coll_wait_all(c);
     if (s == TP_OK)
-        coll_pair_done(cls, me == 0, way, sample, me == 0 ? tp_now_ns() - t0 : 0, (mine + theirs) * es, tx, rx);
+        coll_pair_done(cls, me == 0, way, sample, sample ? tp_now_ns() - t0 : 0, (mine + theirs) * es, tx, rx);
     return s;
 }
 

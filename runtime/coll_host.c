@@ -53,7 +53,7 @@ static tp_status_t host_comm_create(tp_comm_t *comm, void **state)
     cs->slen = calloc(n, sizeof(size_t));
     cs->rlen = calloc(n, sizeof(size_t));
     /* malloc'd, not touched: pages are only committed when a large call uses them */
-    cs->scratch = n > 1 ? malloc(n * COLL_WINDOW * cs->slot_bytes) : NULL;
+    cs->scratch = n > 1 ? malloc(coll_scratch_bytes(cs)) : NULL;
     cs->hier = coll_hier_find(comm);
     tp_status_t ring = coll_dissem_ring(comm, &cs->order, &cs->place);
     if (ring != TP_OK || cs->hier == NULL || cs->pool == NULL || cs->send_seq == NULL || cs->recv_seq == NULL ||
@@ -130,7 +130,7 @@ static tp_status_t gather_blocks(coll_call_t *c, const void *send, void *recv, c
     if (s != TP_OK || n == 1) return s;
     if (hier) return coll_hier_gather(c, cs->rbuf, cs->rlen);
     if (small) { /* the same choice on every rank, whatever its own count */
-        if (cs->order != NULL && off <= (size_t)n * COLL_WINDOW * cs->slot_bytes) return gather_small_ring(c, mine);
+        if (cs->order != NULL && off <= coll_scratch_bytes(cs)) return gather_small_ring(c, mine);
         coll_dissem_t m = {.blocks = cs->rbuf, .lens = cs->rlen};
         return coll_dissem(c, &m);
     }

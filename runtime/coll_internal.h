@@ -32,6 +32,12 @@ typedef struct coll_state {
     struct coll_pair_class *pair_ways; /* 2 ranks: which way each class of large calls goes (coll_pair_way.c) */
 } coll_state_t;
 
+/* The bytes of cs's scratch: COLL_WINDOW slots of part_bytes per comm rank. */
+static inline size_t coll_scratch_bytes(const coll_state_t *cs)
+{
+    return (size_t)cs->comm->size * COLL_WINDOW * cs->slot_bytes;
+}
+
 typedef struct coll_call {
     tp_comm_t *comm;
     coll_state_t *cs;
@@ -137,9 +143,8 @@ typedef struct coll_pair_class {
     int pending;        /* the leader's: a change decided, waiting for a call between probes */
     uint64_t epoch;     /* the call where the way last changed (0: none yet): probes count from there */
     uint64_t lent;      /* calls lent both ways */
-    int lent_seen;      /* a call of the class was */
     int no_lend;        /* none was by the end of the exploration: streamed from then on */
-    int reduce_scatter; /* which table it is in, and its smallest vector: for the log */
+    int reduce_scatter; /* which table it is in, and its smallest vector (set with the table): for the log */
     size_t min_bytes;
 } coll_pair_class_t;
 /* The class of a call over a vector of bytes (both ranks: the same); NULL: streamed, untimed. */

@@ -25,14 +25,17 @@
 coll_pair_class_t *coll_pair_class(coll_state_t *cs, int reduce_scatter, size_t bytes)
 {
     if (bytes < COLL_PAIR_MIN) return NULL;
-    if (cs->pair_ways == NULL && (cs->pair_ways = calloc(2 * COLL_PAIR_CLASSES, sizeof(*cs->pair_ways))) == NULL)
-        return NULL; /* no memory for the table: streamed, as before it existed */
+    if (cs->pair_ways == NULL) {
+        if ((cs->pair_ways = calloc(2 * COLL_PAIR_CLASSES, sizeof(*cs->pair_ways))) == NULL)
+            return NULL; /* no memory for the table: streamed, as before it existed */
+        for (int i = 0; i < 2 * COLL_PAIR_CLASSES; i++) {
+            cs->pair_ways[i].reduce_scatter = i / COLL_PAIR_CLASSES;
+            cs->pair_ways[i].min_bytes = (size_t)COLL_PAIR_MIN << i % COLL_PAIR_CLASSES;
+        }
+    }
     int k = 0;
     while (k < COLL_PAIR_CLASSES - 1 && bytes >= ((size_t)COLL_PAIR_MIN << (k + 1))) k++;
-    coll_pair_class_t *c = &cs->pair_ways[reduce_scatter * COLL_PAIR_CLASSES + k];
-    c->reduce_scatter = reduce_scatter;
-    c->min_bytes = (size_t)COLL_PAIR_MIN << k;
-    return c;
+    return &cs->pair_ways[reduce_scatter * COLL_PAIR_CLASSES + k];
 }
 
 static uint32_t median(const uint32_t *v)
@@ -94,8 +97,7 @@ void coll_pair_done(coll_pair_class_t *c, int leads, int way, int sample, int64_
     uint64_t n = c->count - 1;
     int lent = sent->peer_lent && got->peer_lent;
     c->lent += (uint64_t)lent;
-    c->lent_seen |= lent;
-    if (c->count >= COLL_PAIR_EXPLORE && !c->lent_seen) c->no_lend = 1;
+    if (c->count >= COLL_PAIR_EXPLORE && c->lent == 0) c->no_lend = 1;
     if (!leads) { /* a call between probes where the leader went the other way: its change, and a new epoch */
         int leader = got->peer_lent ? COLL_PAIR_LENT : COLL_PAIR_STREAMED;
         if (n >= COLL_PAIR_EXPLORE && !c->no_lend && !coll_pair_probes(n - c->epoch) && leader != c->best)
@@ -105,9 +107,7 @@ void coll_pair_done(coll_pair_class_t *c, int leads, int way, int sample, int64_
     if (!sample || (way == COLL_PAIR_LENT && !lent) || bytes == 0) return;
     uint64_t per_kib = (uint64_t)(ns > 0 ? ns : 0) * 1024 / bytes;
     if (coll_pair_timed(c, way, per_kib > UINT32_MAX ? UINT32_MAX : (uint32_t)per_kib))
-        tp_log(TP_LOG_DEBUG, "coll",
-               "2-rank %s of %zu KiB and more now go %s (median %u ns per KiB, "
-               "against %u)",
+        tp_log(TP_LOG_DEBUG, "coll", "2-rank %s of %zu KiB and more now go %s (median %u ns per KiB, against %u)",
                c->reduce_scatter ? "reduce_scatter" : "all_reduce", c->min_bytes / 1024,
                c->best == COLL_PAIR_LENT ? "streamed" : "lent", median(c->ns_kib[!c->best]),
                median(c->ns_kib[c->best]));
