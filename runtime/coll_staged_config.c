@@ -6,5 +6,5 @@ const tp_config_entry_t tp_stage_config[] = {
      "staged calls: how long the proxy waits for one of its copies, and tp_comm_destroy/tp_finalize for queued calls "
      "whose streams have not reached them, before failing or cancelling them",
      NULL},
-    {NULL},
+    {0},
 };

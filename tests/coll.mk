@@ -12,14 +12,14 @@ tests_stream_unit_SOURCES = tests/stream_unit.c
 tests_stream_unit_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
 tests_stream_unit_LDADD = libtp_internal.la -lm
 tests_stream_unit_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
-EXTRA_DIST += tests/fake_libcuda.c tests/fake_libamdhip64.c tests/stream_drivers.sh tests/reduce_ref.h tests/tcp_raw.h
+EXTRA_DIST += tests/fake_libcuda.c tests/fake_libamdhip64.c tests/stream_drivers.sh tests/reduce_ref.h tests/f16_ref.h tests/tcp_raw.h
 # GPU tests: exit 77 without a usable GPU.
 tests_gpu_cuda_device_SOURCES = tests/gpu/cuda_device.c
 tests_gpu_cuda_device_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests -I$(top_srcdir)/devices/host -I$(top_srcdir)/devices/cuda
 tests_gpu_cuda_device_LDADD = libtp_internal.la -lm
 tests_gpu_cuda_device_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 tests_coll_check_SOURCES = tests/coll_check.c
-tests_coll_check_LDADD = libtp.la
+tests_coll_check_LDADD = libtp.la -lm
 tests_coll_check_LDFLAGS = $(TP_PROGRAM_LINK_FLAGS)
 tests_coll_fault_SOURCES = tests/coll_fault.c
 tests_coll_fault_LDADD = libtp_internal.la

@@ -12,6 +12,8 @@
 #include <tp.h>
 #include <tp_provider.h>
 
+#include "f16_ref.h"
+
 static int me, n, failures;
 static size_t part;
 
@@ -81,21 +83,6 @@ static uint16_t ref_f32_to_bf16(float f)
     if (dh < 0) dh = -dh;
     if (dl < dh || (dl == dh && (lo & 1) == 0)) return lo;
     return hi;
-}
-
-static float ref_f16_to_f32(uint16_t h)
-{
-    _Float16 x;
-    memcpy(&x, &h, 2);
-    return (float)x;
-}
-
-static uint16_t ref_f32_to_f16(float f)
-{
-    _Float16 x = (_Float16)f;
-    uint16_t h;
-    memcpy(&h, &x, 2);
-    return h;
 }
 
 static size_t esize(tp_dtype_t t) { return tp_dtype_size(t); }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "f16_ref.h"
 #include "tp.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -61,9 +62,9 @@ static inline void ref_element(tp_dtype_t t, tp_op_t op, void *out, const void *
                 memcpy(&h, p, 2);
                 x = ref_from_bf16(h);
             } else {
-                _Float16 h;
+                uint16_t h;
                 memcpy(&h, p, 2);
-                x = (float)h;
+                x = ref_f16_to_f32(h);
             }
             acc = s == 0 ? x : op == TP_SUM ? acc + x : (float)fold(op, acc, x);
         }
@@ -72,7 +73,7 @@ static inline void ref_element(tp_dtype_t t, tp_op_t op, void *out, const void *
             uint16_t h = ref_to_bf16(acc);
             memcpy(out, &h, 2);
         } else {
-            _Float16 h = (_Float16)acc;
+            uint16_t h = ref_f32_to_f16(acc);
             memcpy(out, &h, 2);
         }
     } else { /* i32 and i64 in i64: sums wrap at the type's width, max and min compare signed */
@@ -142,7 +143,7 @@ static inline void fill(tp_dtype_t t, void *buf, size_t count)
                 uint16_t h = ref_to_bf16(f);
                 memcpy(p, &h, 2);
             } else {
-                _Float16 h = (_Float16)(f / 1024.0f);
+                uint16_t h = ref_f32_to_f16(f / 1024.0f);
                 memcpy(p, &h, 2);
             }
         }

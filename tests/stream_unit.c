@@ -83,7 +83,7 @@ static void test_order_and_hold(void)
 
 static void test_values(void)
 {
-    tp_stream_t *s1, *s2;
+    tp_stream_t *s1 = NULL, *s2 = NULL;
     CHECK(tp_stream_create(TP_DEVICE_HOST, NULL, &s1) == TP_OK && tp_stream_create(TP_DEVICE_HOST, NULL, &s2) == TP_OK,
           "two streams");
     const tp_device_ops_t *dv = &tp_host_device_ops;
@@ -112,7 +112,7 @@ static void test_values(void)
 
 static void test_events(void)
 {
-    tp_stream_t *s1, *s2;
+    tp_stream_t *s1 = NULL, *s2 = NULL;
     CHECK(tp_stream_create(TP_DEVICE_HOST, NULL, &s1) == TP_OK && tp_stream_create(TP_DEVICE_HOST, NULL, &s2) == TP_OK,
           "two streams");
     const tp_device_ops_t *dv = &tp_host_device_ops;
