@@ -321,9 +321,9 @@ static void run_action(const char *a)
         write_all(1, "no newline", 10);
     } else if (strncmp(a, "alloc=", 6) == 0) {
         size_t mb = (size_t)atol(a + 6);
-        for (size_t i = 0; i < mb; i++) {
-            char *p = malloc(1 << 20);
-            if (p) memset(p, 1, 1 << 20);
+        for (size_t i = 0; i < mb; i++) { /* stores through volatile: a compiler may drop memory nothing reads */
+            volatile char *p = malloc(1 << 20);
+            for (size_t off = 0; p != NULL && off < (1u << 20); off += 4096) p[off] = 1;
         }
     } else {
         fprintf(stderr, "launcher_rank: unknown action \"%s\"\n", a);
