@@ -443,6 +443,8 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
     plan->gpus_per_rank = 1;
+    if ((v = env_lookup(envp, "TP_GPUS_PER_RANK")) != NULL && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
+        plan->gpus_per_rank = v[0] - '0';
     if ((v = env_lookup(envp, "TP_BIND_TO")) != NULL && tprun_bind_mode_parse(v) >= 0)
         plan->bind_to = tprun_bind_mode_parse(v);
     plan->launcher = env_lookup(envp, "TP_LAUNCHER");
@@ -503,6 +505,7 @@ void tprun_usage(int fd)
                 "                        them), core (one core each, within that node) or none (default:\n"
                 "                        TP_BIND_TO, gpu)\n"
                 "      --gpus-per-rank N 1: each rank gets its own GPU by local rank (CUDA_VISIBLE_DEVICES); 0: none\n"
+                "                        (default: TP_GPUS_PER_RANK, 1)\n"
                 "      --launcher HOW    auto (srun starts the agents inside a Slurm allocation, else fork and ssh), local\n"
                 "                        or slurm\n"
                 "                        (default: TP_LAUNCHER, auto)\n"

@@ -59,7 +59,7 @@ typedef struct tprun_plan {
     char *wdir;      /* --wdir, else the current directory (remote ranks start there) */
     int report_bindings;
     int bind_to;       /* --bind-to or TP_BIND_TO: TPRUN_BIND_* */
-    int gpus_per_rank; /* --gpus-per-rank: 1 (the default), or 0: tprun gives ranks no GPU */
+    int gpus_per_rank; /* --gpus-per-rank or TP_GPUS_PER_RANK: 1 (the default), or 0: tprun gives ranks no GPU */
     int pmix;           /* --pmix or TP_PMIX: tprun hosts a PMIx server for its ranks */
     const char *launcher; /* --launcher or TP_LAUNCHER: auto, local or slurm */
     const char *json_summary; /* --json-summary FILE, or NULL (points into the caller's argv) */

@@ -15,6 +15,15 @@ static tp_status_t check_bind_to(const char *text, char *err, size_t err_len)
     return TP_ERR_INVALID;
 }
 
+static tp_status_t check_gpus_per_rank(const char *text, char *err, size_t err_len)
+{
+    char q[TP_QUOTE_LEN];
+    if (strcmp(text, "0") == 0 || strcmp(text, "1") == 0) return TP_OK;
+    snprintf(err, err_len, "TP_GPUS_PER_RANK: expected 0 (no GPU per rank) or 1, got \"%s\"",
+             tp_quote(text, q, sizeof(q)));
+    return TP_ERR_INVALID;
+}
+
 const tp_config_entry_t tp_tprun_config[] = {
     {"TP_KILL_GRACE", "kill_grace", TP_CONFIG_SECONDS, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
      "tprun: seconds between SIGTERM and SIGKILL when the job is ended", NULL},
@@ -32,6 +41,10 @@ const tp_config_entry_t tp_tprun_config[] = {
      "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort", NULL},
     {"TP_BIND_TO", "bind_to", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "gpu",
      "tprun: bind each rank's CPUs and memory (as --bind-to): gpu, numa, core or none", check_bind_to},
+    {"TP_GPUS_PER_RANK", "gpus_per_rank", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
+     "tprun: 1: each rank gets its own GPU by local rank, and a host with fewer visible GPUs than ranks is refused; 0: "
+     "ranks get no GPU and every GPU variable stays as it is (as --gpus-per-rank)",
+     check_gpus_per_rank},
     {"TP_TORCH_ENV", "torch_env", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
      "tprun: also set RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT", NULL},
     {0},
