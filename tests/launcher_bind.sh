@@ -5,7 +5,7 @@
 . "$(dirname "$0")/launcher_lib.sh"
 
 XML="$(cd "$(dirname "$0")" && pwd)/bind"
-unset TP_GPUS TP_BIND_TO TP_SYSFS_ROOT HWLOC_XMLFILE CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
+unset TP_GPUS TP_GPUS_PER_RANK TP_BIND_TO TP_SYSFS_ROOT HWLOC_XMLFILE CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
 host=$(hostname)
 own=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
 
@@ -127,6 +127,11 @@ expect 0 1 "<unset>" 0,8 - "$NO: core L#0 by local rank$NA"
 expect 1 1 "<unset>" 1-2,9-10 - "$NO: cores L#1-L#2 by local rank$NA"
 expect 2 1 "<unset>" 3,11 - "$NO: core L#3 by local rank$NA"
 expect 4 1 "<unset>" 6-7,14-15 - "$NO: cores L#6-L#7 by local rank$NA"
+what="TP_GPUS_PER_RANK=0" # the same from the environment
+CUDA_VISIBLE_DEVICES=1 TP_GPUS_PER_RANK=0 run "$A" two_numa_smt.xml -n 5
+expect_ok
+expect 0 1 "<unset>" 0,8 - "$NO: core L#0 by local rank$NA"
+expect 4 1 "<unset>" 6-7,14-15 - "$NO: cores L#6-L#7 by local rank$NA"
 what="--gpus-per-rank 0, one rank"
 run "$A" two_numa_smt.xml -n 1 --gpus-per-rank 0
 expect_ok
@@ -215,6 +220,8 @@ refuse "3 ranks, 2 visible" "host $host: 3 ranks but 2 GPUs (CUDA_VISIBLE_DEVICE
 refuse "--bind-to socket" '--bind-to: expected gpu, numa, core or none, got "socket"' -- -n 1 --bind-to socket
 refuse "TP_BIND_TO" 'TP_BIND_TO: expected gpu, numa, core or none, got "Core"' TP_BIND_TO=Core -- -n 1
 refuse "--gpus-per-rank 2" '--gpus-per-rank: expected 0 (no GPU per rank) or 1, got "2"' -- -n 1 --gpus-per-rank 2
+refuse "TP_GPUS_PER_RANK=2" 'TP_GPUS_PER_RANK: expected 0 (no GPU per rank) or 1, got "2"' TP_GPUS_PER_RANK=2 -- -n 1
+refuse "TP_GPUS_PER_RANK=0, --gpus-per-rank 1" "host $host: 5 ranks but 4 GPUs (all GPUs): start at most 4 ranks there, or give --gpus-per-rank 0 to start them without a GPU each" TP_GPUS_PER_RANK=0 -- -n 5 --gpus-per-rank 1
 refuse "TP_GPUS=zz" 'TP_GPUS="zz": expected comma-separated PCI bus ids (0000:3b:00.0) or GPU indexes' TP_GPUS=zz -- -n 1
 refuse "TP_GPUS=1," 'TP_GPUS="1,": expected comma-separated PCI bus ids (0000:3b:00.0) or GPU indexes' TP_GPUS=1, -- -n 1
 refuse "TP_GPUS=4" 'TP_GPUS="4": index 4, but this host has 4 GPUs (indexes from 0, in bus id order)' TP_GPUS=4 -- -n 1

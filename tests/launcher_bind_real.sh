@@ -4,7 +4,7 @@
 # the default leave ranks alone. Then the ssh agents' path: each host's agent gives its own ranks their GPUs.
 . "$(dirname "$0")/launcher_lib.sh"
 
-unset TP_GPUS TP_BIND_TO TP_SYSFS_ROOT HWLOC_XMLFILE CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
+unset TP_GPUS TP_GPUS_PER_RANK TP_BIND_TO TP_SYSFS_ROOT HWLOC_XMLFILE CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES
 # No GPU or HCA here: a replayed empty sysfs, so a machine that has them binds by the rules under test only.
 mkdir -p "$T/empty"
 export TP_SYSFS_ROOT="$T/empty"

@@ -14,6 +14,10 @@ include tests/docs.mk
 include tests/torch.mk
 include tests/topo.mk
 include tests/fuzz/fuzz.mk
+# The tests pass alike on hosts with and without GPUs: tprun gives their ranks no GPU (a 1-GPU machine would refuse
+# their 2-8 ranks), unless a test asks for one (--gpus-per-rank 1) or its fake hosts bring their own (launcher_bind.sh
+# and launcher_bind_real.sh unset this).
+AM_TESTS_ENVIRONMENT += TP_GPUS_PER_RANK=0; export TP_GPUS_PER_RANK;
 # Under ./configure --enable-sanitizers every report fails its test: ranks' deaths by signal stay signals (the
 # launcher tests check them); leaks are checked at every exit (ASan's default; tests/launcher_rank.c opts out)
 # except the known harmless ones, suppressed by name (tests/lsan.supp).

@@ -6,6 +6,7 @@
 # NCCL backend and libtp in one process under tprun; then the benchmark against a raw NCCL loop.
 . "$(dirname "$0")/../runtime_lib.sh"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset TP_GPUS_PER_RANK # a GPU each, tprun's default, whatever the caller set
 P=./tests/gpu/nccl_gpu
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$gpus" -ge 1 ] || { echo "SKIP: no GPU"; exit 77; }
