@@ -9,6 +9,19 @@
 
 static pmix_proc_t me;
 
+/* A status by PMIx 4's names: PMIx 5 spells them PMIX_ERR_TIMEOUT, PMIX_ERR_PROC_ABORTED, ... (PMIx_Error_string). */
+static const char *status_name(pmix_status_t rc)
+{
+    switch (rc) {
+    case PMIX_SUCCESS: return "SUCCESS";
+    case PMIX_ERR_TIMEOUT: return "TIMEOUT";
+    case PMIX_ERR_PROC_ABORTED: return "PROC-ABORTED";
+    case PMIX_ERR_PARTIAL_SUCCESS: return "PARTIAL SUCCESS";
+    case PMIX_ERR_UNREACH: return "UNREACHABLE";
+    default: return PMIx_Error_string(rc);
+    }
+}
+
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
@@ -26,7 +39,7 @@ static void say(const char *fmt, ...)
 
 static void die(const char *what, pmix_status_t rc)
 {
-    say("rank %u: %s failed: %s", me.rank, what, PMIx_Error_string(rc));
+    say("rank %u: %s failed: %s", me.rank, what, status_name(rc));
     exit(1);
 }
 
@@ -64,7 +77,7 @@ static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
     for (size_t i = 0; i < ninfo; i++)
         if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC)
             affected = (long)info[i].value.data.proc->rank;
-    say("rank %u: event %s affected rank %ld", me.rank, PMIx_Error_string(status), affected);
+    say("rank %u: event %s affected rank %ld", me.rank, status_name(status), affected);
     if (cbfunc != NULL) cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 }
 
@@ -142,9 +155,13 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "info";
     int target = argc > 2 ? atoi(argv[2]) : -1;
+    if (strcmp(mode, "version") == 0) { /* the library's, before any init: "OpenPMIx 5.0.1 (...)" */
+        printf("%s\n", PMIx_Get_version());
+        return 0;
+    }
     pmix_status_t rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS) {
-        say("PMIx_Init failed: %s", PMIx_Error_string(rc));
+        say("PMIx_Init failed: %s", status_name(rc));
         return 1;
     }
     pmix_proc_t job, self = me;
@@ -171,7 +188,7 @@ int main(int argc, char **argv)
         fence();
         if ((int)me.rank == target) {
             rc = PMIx_Abort(7, "rank asked to abort", NULL, 0);
-            say("rank %u: PMIx_Abort returned %s", me.rank, PMIx_Error_string(rc));
+            say("rank %u: PMIx_Abort returned %s", me.rank, status_name(rc));
         }
         wait_to_be_killed();
     } else if (strcmp(mode, "events") == 0) {
@@ -200,16 +217,16 @@ int main(int argc, char **argv)
         /* Rank target dies at once; the others' fence must end with an error, not wait for the teardown. */
         if ((int)me.rank == target) raise(SIGKILL);
         rc = fence_over(NULL, 0, true, 0);
-        say("rank %u: fence with rank %d dead: %s", me.rank, target, PMIx_Error_string(rc));
+        say("rank %u: fence with rank %d dead: %s", me.rank, target, status_name(rc));
         wait_to_be_killed();
     } else if (strcmp(mode, "late") == 0) {
         /* Rank target never enters the fence; the others give up after the 1 s PMIX_TIMEOUT. */
         if ((int)me.rank == target) wait_to_be_killed();
         rc = fence_over(NULL, 0, true, 1);
-        say("rank %u: fence without rank %d: %s", me.rank, target, PMIx_Error_string(rc));
+        say("rank %u: fence without rank %d: %s", me.rank, target, status_name(rc));
         return rc == PMIX_SUCCESS ? 0 : 1;
     } else {
-        say("usage: pmix_client [info | abort RANK | events RANK | dmodex | fences ROUNDS | dies RANK | late RANK]");
+        say("usage: pmix_client [version | info | abort RANK | events RANK | dmodex | fences ROUNDS | dies RANK | late RANK]");
         return 2;
     }
     PMIx_Finalize(NULL, 0);

@@ -50,19 +50,27 @@ out=$(tprun_pmix 30 --pmix -n 3 "$CLIENT" dmodex 2>&1)
 [ $? = 0 ] && [ "$(echo "$out" | grep -c 'every peer.s data came on demand')" = 3 ] &&
     pass "a fence without data, then every peer's data" || fail "dmodex: $out"
 
+# How many of a failed fence's local participants hear of the failure: all three with libpmix 4; libpmix 5 (5.0.1,
+# Ubuntu 24.04) tells one and gives the others SUCCESS, its local-only optimisation on or off, and also when tprun's
+# hub answers the fence with PROC-ABORTED (BENCHMARKS.md, "Twenty-first pass"). Every fence ends, and the job with it.
+told=3
+"$CLIENT" version | grep -q 'PMIx 4\.' || told=1
+# fence_end WHAT STATUS WANT-STATUS PATTERN: every survivor's fence ended (3 lines), at least $told with PATTERN.
+fence_end() {
+    n=$(echo "$out" | grep -c "^rank [012]: $4")
+    [ "$2" = "$3" ] && [ "$(echo "$out" | grep -c '^rank [012]: fence')" = 3 ] && [ "$n" -ge $told ] &&
+        pass "$1 ($n of 3)" || fail "$1: status $2, $n of 3 with the error, $told wanted: $out"
+}
+
 # A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's PROC-ABORTED), never hangs.
 step "A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's..."
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" dies 3 2>&1)
-st=$?
-[ $st = 137 ] && [ "$(echo "$out" | grep -c '^rank [012]: fence with rank 3 dead: \(PROC-ABORTED\|PARTIAL SUCCESS\)$')" = 3 ] &&
-    pass "rank 3 dead: the others' fence ends with an error" || fail "dies: status $st: $out"
+fence_end "rank 3 dead: the others' fence ends with an error" $? 137 'fence with rank 3 dead: \(PROC-ABORTED\|PARTIAL SUCCESS\)$'
 
 # A fence rank 3 never enters, with a 1 s PMIX_TIMEOUT: TIMEOUT for the others (PMIx times it out on this host).
 step "A fence rank 3 never enters, with a 1 s PMIX_TIMEOUT"
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" late 3 2>&1)
-st=$?
-[ $st = 1 ] && [ "$(echo "$out" | grep -c '^rank [012]: fence without rank 3: TIMEOUT$')" = 3 ] &&
-    pass "a fence rank 3 never enters: TIMEOUT, status 1" || fail "late: status $st: $out"
+fence_end "a fence rank 3 never enters: TIMEOUT, status 1" $? 1 'fence without rank 3: TIMEOUT$'
 
 # PMIx_Abort(7, msg) from rank 2: the first failure line names it; tprun exits 7.
 step "PMIx_Abort(7, msg) from rank 2"
@@ -184,6 +192,7 @@ print('rank', os.environ['RANK'], 'ok')" 2>&1)
 
 # Without --pmix nothing of PMIx reaches the ranks.
 step "Without --pmix nothing of PMIx reaches the ranks"
-out=$(tprun_pmix 30 -n 1 sh -c 'env | grep -c "^PMIX_"; exit 0' 2>&1)
-[ "$out" = 0 ] && pass "plain tprun sets no PMIX_* variable" || fail "plain tprun: $out"
+out=$(tprun_pmix 30 -n 1 sh -c 'env | grep "^PMIX_" | sort' 2>&1)
+[ "$out" = "$(env | grep '^PMIX_' | sort)" ] && pass "plain tprun adds no PMIX_* variable" ||
+    fail "plain tprun: the rank has $out; the caller has $(env | grep '^PMIX_' | sort)"
 finish
