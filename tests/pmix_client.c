@@ -226,7 +226,8 @@ int main(int argc, char **argv)
         say("rank %u: fence without rank %d: %s", me.rank, target, status_name(rc));
         return rc == PMIX_SUCCESS ? 0 : 1;
     } else {
-        say("usage: pmix_client [version | info | abort RANK | events RANK | dmodex | fences ROUNDS | dies RANK | late RANK]");
+        say("usage: pmix_client [version | info | abort RANK | events RANK | dmodex | fences ROUNDS | dies RANK |"
+            " late RANK]");
         return 2;
     }
     PMIx_Finalize(NULL, 0);
