@@ -39,6 +39,12 @@ int tprun_bind_mode_parse(const char *text)
 
 const char *tprun_bind_mode_name(int mode) { return bind_modes[mode]; }
 
+/* --gpus-per-rank's and TP_GPUS_PER_RANK's value: 0 or 1, else -1. */
+static int gpus_per_rank_parse(const char *text)
+{
+    return strcmp(text, "0") == 0 ? 0 : strcmp(text, "1") == 0 ? 1 : -1;
+}
+
 static const char *env_lookup(char *const *envp, const char *name)
 {
     size_t n = strlen(name);
@@ -286,11 +292,10 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
         } else if (strcmp(name, "--gpus-per-rank") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "0 or 1", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
-            if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            if ((plan->gpus_per_rank = gpus_per_rank_parse(v)) < 0)
                 return snprintf(err, err_len, "%s: expected 0 (no GPU per rank) or 1, got \"%s\"", name,
                                 tp_quote(v, q, sizeof(q))),
                        TP_ERR_INVALID;
-            plan->gpus_per_rank = v[0] - '0';
         } else if (strcmp(name, "--wdir") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "a directory", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
@@ -443,8 +448,8 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
     plan->gpus_per_rank = 1;
-    if ((v = env_lookup(envp, "TP_GPUS_PER_RANK")) != NULL && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0))
-        plan->gpus_per_rank = v[0] - '0';
+    if ((v = env_lookup(envp, "TP_GPUS_PER_RANK")) != NULL && gpus_per_rank_parse(v) >= 0)
+        plan->gpus_per_rank = gpus_per_rank_parse(v);
     if ((v = env_lookup(envp, "TP_BIND_TO")) != NULL && tprun_bind_mode_parse(v) >= 0)
         plan->bind_to = tprun_bind_mode_parse(v);
     plan->launcher = env_lookup(envp, "TP_LAUNCHER");
