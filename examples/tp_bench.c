@@ -12,6 +12,7 @@
 #include <tp.h>
 
 #include "bench/bench_schedule.h"
+#include "bench/bench_tp_call.h"
 
 enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_SENDRECV, OP_ALL_TO_ALL, OP_COUNT };
 
@@ -22,7 +23,7 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* What bench_time_calls calls: one_call's arguments, and the status of the barrier or call that failed. */
+/* What bench_time_calls calls: bench_tp_call's arguments, and the status of the barrier or call that failed. */
 typedef struct timed {
     tp_comm_t *w;
     int op;
@@ -30,22 +31,6 @@ typedef struct timed {
     size_t bytes;
     tp_status_t s;
 } timed_t;
-
-/* One call of op on bytes per rank (f32 elements; sendrecv with rank ^ 1, or itself). */
-static tp_status_t one_call(tp_comm_t *w, int op, void *send, void *recv, size_t bytes)
-{
-    int me = tp_comm_rank(w), n = tp_comm_size(w);
-    size_t count = bytes / 4;
-    switch (op) {
-    case OP_ALL_REDUCE: return tp_all_reduce(w, send, recv, count, TP_F32, TP_SUM, NULL);
-    case OP_ALL_GATHER: return tp_all_gather(w, send, recv, count, TP_F32, NULL);
-    case OP_REDUCE_SCATTER: return tp_reduce_scatter(w, send, recv, count, TP_F32, TP_SUM, NULL);
-    case OP_BROADCAST: return tp_broadcast(w, send, count, TP_F32, 0, NULL);
-    case OP_SENDRECV: return tp_exchange(w, send, recv, count, TP_F32, (me ^ 1) < n ? me ^ 1 : me, NULL);
-    case OP_ALL_TO_ALL: return tp_all_to_all(w, send, recv, count / (size_t)n, TP_F32, NULL);
-    }
-    return TP_ERR_INVALID;
-}
 
 static int timed_barrier(void *ctx)
 {
@@ -56,7 +41,7 @@ static int timed_barrier(void *ctx)
 static int timed_call(void *ctx)
 {
     timed_t *c = ctx;
-    return (c->s = one_call(c->w, c->op, c->send, c->recv, c->bytes)) != TP_OK;
+    return (c->s = bench_tp_call(c->w, c->op, c->send, c->recv, c->bytes)) != TP_OK;
 }
 
 int main(int argc, char **argv)

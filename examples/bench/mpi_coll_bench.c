@@ -4,25 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_mpi_call.h"
 #include "bench_schedule.h"
 
-static void one_call(int op, float *send, float *recv, size_t bytes, int me, int n)
-{
-    int count = (int)(bytes / 4), peer = (me ^ 1) < n ? me ^ 1 : me;
-    switch (op) {
-    case 0: MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-    case 1: MPI_Allgather(send, count, MPI_FLOAT, recv, count, MPI_FLOAT, MPI_COMM_WORLD); break;
-    case 2: MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-    case 3: MPI_Bcast(send, count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
-    case 4:
-        MPI_Sendrecv(send, count, MPI_FLOAT, peer, 0, recv, count, MPI_FLOAT, peer, 0, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
-        break;
-    case 5: MPI_Alltoall(send, count / n, MPI_FLOAT, recv, count / n, MPI_FLOAT, MPI_COMM_WORLD); break;
-    }
-}
-
-/* What bench_time_calls calls: one_call's arguments. */
+/* What bench_time_calls calls: bench_mpi_call's arguments. */
 typedef struct timed {
     int op, me, n;
     float *send, *recv;
@@ -38,8 +23,7 @@ static int timed_barrier(void *ctx)
 static int timed_call(void *ctx)
 {
     timed_t *c = ctx;
-    one_call(c->op, c->send, c->recv, c->bytes, c->me, c->n);
-    return 0;
+    return bench_mpi_call(c->op, c->send, c->recv, c->bytes, c->me, c->n) != MPI_SUCCESS;
 }
 
 static double wtime_us(void) { return MPI_Wtime() * 1e6; }

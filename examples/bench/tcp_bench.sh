@@ -5,7 +5,7 @@
 # ratio to Open MPI and the median. Not run by make check.
 #   examples/bench/tcp_bench.sh [--transport tcp|shm] [--rounds N] [--sizes LIST] [--ops LIST] [--iters N]
 #                               [--ranks N] [--json FILE] [--stat p50|p10|min|p90] [--no-barrier]
-#                               [--variant NAME=SETTINGS]...
+#                               [--same-process] [--variant NAME=SETTINGS]...
 # A variant is a name and space-separated VAR=value settings for its tprun run, e.g. --variant 'p1m=TP_PART_BYTES=1M';
 # BUILD=dir among them runs dir/tprun and dir/tp-bench instead (another build, for before/after in one run). Without
 # --variant one variant named after the transport runs with no settings. --json FILE keeps every row (one JSON object a line). --stat picks
@@ -15,19 +15,24 @@
 # and the barrier the shared one, so the acknowledgement TCP sends for every second frame on a one-way connection
 # falls on every other call (BENCHMARKS.md, "Twelfth pass").
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
-# rank per core (coll_bench.sh does the same). Where the build has tests/bench/floor_probe, each round starts with it
+# rank per core (coll_bench.sh does the same). --same-process runs ab_bench.c instead: libtp and Open MPI in the same
+# processes under mpirun, blocks of 10 calls of each in turn, so a round compares the two at the same moments; over
+# TCP at 2 ranks it adds "tcp-floor", calls of up to 256 B exchanged over a bare loopback socket (the least any
+# implementation over the kernel's TCP pays that round). Run it from the build directory (it links ./.libs/libtp.so);
+# every TP_* variable set goes to the ranks, and --variant does not apply. Where the build has tests/bench/floor_probe, each round starts with it
 # (the vCPU placement it ran in) and its rows carry it as "floor_us".
 set -euo pipefail
 export TP_BIND_TO=${TP_BIND_TO:-core}
 here=$(cd "$(dirname "$0")" && pwd)
 transport=tcp rounds=3 stat=p50 ranks=2 sizes=16,1048576,4194304 ops=allreduce,allgather iters= json_out= variants=() no_barrier=()
+same_process=0
 die() {
     echo "tcp_bench.sh: $*" >&2
     exit 1
 }
 while [ $# -gt 0 ]; do
-    if [ "$1" = --no-barrier ]; then
-        no_barrier=(--no-barrier)
+    if [ "$1" = --no-barrier ] || [ "$1" = --same-process ]; then
+        [ "$1" = --no-barrier ] && no_barrier=(--no-barrier) || same_process=1
         shift
         continue
     fi
@@ -47,6 +52,7 @@ while [ $# -gt 0 ]; do
     shift 2
 done
 case $rounds in '' | *[!0-9]* | 0) die "--rounds: expected a positive integer, got \"$rounds\"" ;; esac
+[ "$same_process" = 0 ] || [ ${#variants[@]} -eq 0 ] || die "--variant does not apply with --same-process (one libtp a process)"
 [ ${#variants[@]} -gt 0 ] || variants=("$transport=")
 peer=ompi-tcp peer_args=(--mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include lo)
 [ "$transport" = shm ] && peer=ompi-vader peer_args=()
@@ -55,6 +61,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tcp-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mpicc.openmpi -O2 -o "$work/ompi_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err" ||
     die "mpicc.openmpi cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
+ab=()
+if [ "$same_process" = 1 ]; then
+    [ -e ./.libs/libtp.so ] || die "--same-process: no ./.libs/libtp.so here: run it from the build directory"
+    mpicc.openmpi -O2 -I "$here/../../include" -o "$work/ab_bench" "$here/ab_bench.c" -L"$PWD/.libs" -ltp \
+        -Wl,-rpath,"$PWD/.libs" 2>"$work/cc.err" || die "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$work/cc.err")"
+    ab=(--ours "$transport")
+    [ "$transport" != tcp ] || [ "$ranks" != 2 ] || ab+=(--floor)
+    for v in $(compgen -e | grep '^TP_' || true); do peer_args+=(-x "$v"); done
+fi
 args=(--json --ops "$ops" --sizes "$sizes" ${no_barrier[@]+"${no_barrier[@]}"})
 [ -z "$iters" ] || args+=(--iters "$iters")
 results=$work/rows.jsonl
@@ -62,6 +77,14 @@ for round in $(seq 1 "$rounds"); do
     floor=null
     if [ -x ./tests/bench/floor_probe ]; then
         probe=$(./tests/bench/floor_probe) && floor=$(echo "$probe" | awk '{print $7}') && echo "tcp_bench.sh: $probe" >&2
+    fi
+    if [ "$same_process" = 1 ]; then
+        TP_TRANSPORTS=$transport mpirun.openmpi --allow-run-as-root --oversubscribe -x TP_TRANSPORTS \
+            ${peer_args[@]+"${peer_args[@]}"} -n "$ranks" "$work/ab_bench" --impl "$peer" "${ab[@]}" "${args[@]}" \
+            2>"$work/one.err" | sed "s/}$/,\"round\":$round,\"floor_us\":$floor}/" >>"$results" ||
+            die "ab_bench failed in round $round: $(tail -n 3 "$work/one.err")"
+        echo "tcp_bench.sh: round $round of $rounds done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+        continue
     fi
     for v in "${variants[@]}"; do
         name=${v%%=*} settings=${v#*=} build=. envs=()
@@ -90,6 +113,9 @@ rounds = sorted({r["round"] for r in rows})
 def size(b):
     return "%g MiB" % (b / 1048576) if b >= 1048576 else "%g KiB" % (b / 1024) if b >= 1024 else "%d B" % b
 print("%s per call, us\n" % sys.argv[2])
+if "tcp-floor" in impls:
+    print("tcp-floor: the call's bytes over a bare loopback socket in the same processes: the least an implementation\n"
+          "over the kernel's TCP pays in that round, so its ratio is the best any could reach there\n")
 print("| op | size | impl | %s | median ratio | max ratio |" % " | ".join("round %d: ours / %s (ratio)" % (r, peer) for r in rounds))
 print("|---|---:|---|%s---:|---:|" % ("---|" * len(rounds)))
 for op, b in dict.fromkeys((r["op"], r["bytes"]) for r in rows):

@@ -1,0 +1,246 @@
+/*
+ * ab_bench: libtp's collectives and MPI's in the same processes, in alternating blocks of calls, so both meet the
+ * machine in the same state; separate launches of a shared VM can land in states whose per-call costs differ by
+ * microseconds (docs/BENCHMARKS.md, "Twenty-second pass"). Run under mpirun (libtp bootstraps from its PMIx server):
+ *   TP_TRANSPORTS=tcp mpirun -x TP_TRANSPORTS -n 2 ab_bench --impl ompi-tcp --ours tprun-tcp --floor --json ...
+ * Each size: warm-up calls of each, then the timed calls in blocks of --block, the implementations taking turns at
+ * going first and the first call of each block untimed; a row pools one implementation's calls over its blocks.
+ * --floor (2 ranks) adds "tcp-floor" to calls of up to FLOOR_MAX_BYTES: the call's bytes exchanged once over a
+ * loopback TCP socket with no library around them, one segment each way, what any implementation over the kernel's
+ * TCP pays at the least. (Larger exchanges on one socket both ways are no floor: libtp splits them over two.)
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <mpi.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tp.h>
+
+#include "bench_mpi_call.h"
+#include "bench_schedule.h"
+#include "bench_tp_call.h"
+
+enum { IMPL_TP, IMPL_MPI, IMPL_FLOOR, IMPLS, FLOOR_MAX_BYTES = 256 };
+
+/* One call's arguments for any implementation; s: libtp's status of the call that failed. */
+typedef struct ab_call {
+    tp_comm_t *w;
+    int op, me, n, floor_fd;
+    float *send, *recv;
+    size_t bytes;
+    tp_status_t s;
+} ab_call_t;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Sends bytes of out to the peer while taking as many into in, both at once; 0 when both are done. */
+static int floor_exchange(int fd, const void *out, void *in, size_t bytes)
+{
+    size_t sent = 0, got = 0;
+    while (sent < bytes || got < bytes) {
+        if (sent < bytes) {
+            ssize_t w = send(fd, (const char *)out + sent, bytes - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w > 0) sent += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR) return perror("ab_bench: tcp-floor send"), -1;
+        }
+        if (got < bytes) {
+            ssize_t r = recv(fd, (char *)in + got, bytes - got, MSG_DONTWAIT);
+            if (r > 0) got += (size_t)r;
+            else if (r == 0) return fprintf(stderr, "ab_bench: tcp-floor: the peer closed its socket\n"), -1;
+            else if (errno != EAGAIN && errno != EINTR) return perror("ab_bench: tcp-floor recv"), -1;
+        }
+    }
+    return 0;
+}
+
+/* Rank 0 listens on loopback, rank 1 dials the port rank 0 names; -1 (printed) when the socket cannot be had. */
+static int floor_connect(int me)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = -1, ls = -1, ok = 1, all = 0, one = 1;
+    if (me == 0) {
+        ls = socket(AF_INET, SOCK_STREAM, 0);
+        ok = ls >= 0 && bind(ls, (struct sockaddr *)&a, len) == 0 && listen(ls, 1) == 0 &&
+             getsockname(ls, (struct sockaddr *)&a, &len) == 0;
+    }
+    MPI_Bcast(&a, (int)sizeof(a), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (me == 1) ok = (fd = socket(AF_INET, SOCK_STREAM, 0)) >= 0 && connect(fd, (struct sockaddr *)&a, len) == 0;
+    else if (ok) ok = (fd = accept(ls, NULL, NULL)) >= 0;
+    if (ls >= 0) close(ls);
+    ok = ok && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
+    if (!ok) perror("ab_bench: tcp-floor: loopback socket");
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static int one_barrier(ab_call_t *c, int impl)
+{
+    char a = 0, b;
+    if (impl == IMPL_FLOOR) return floor_exchange(c->floor_fd, &a, &b, 1);
+    if (impl == IMPL_MPI) return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+    return (c->s = tp_barrier(c->w)) != TP_OK;
+}
+
+static int one_call(ab_call_t *c, int impl)
+{
+    if (impl == IMPL_FLOOR) return floor_exchange(c->floor_fd, c->send, c->recv, c->bytes);
+    if (impl == IMPL_MPI) return bench_mpi_call(c->op, c->send, c->recv, c->bytes, c->me, c->n) != MPI_SUCCESS;
+    return (c->s = bench_tp_call(c->w, c->op, c->send, c->recv, c->bytes)) != TP_OK;
+}
+
+/* k timed calls of impl into t after one untimed call (each after a barrier, as bench_time_calls times them);
+ * *switches accumulates this rank's context switches. */
+static int timed_block(const bench_opts_t *o, ab_call_t *c, int impl, size_t send_bytes, int k, double *t,
+                       double *switches)
+{
+    struct rusage r0, r1;
+    double first = 0;
+    for (int i = -1; i < k; i++) {
+        if ((!o->no_barrier || i <= 0) && one_barrier(c, impl) != 0) return -1;
+        if (i == 0) getrusage(RUSAGE_SELF, &r0);
+        double t0 = now_us();
+        if (i == 0) first = t0;
+        if (o->rewrite) memset(c->send, i & 0x3f, send_bytes);
+        if (one_call(c, impl) != 0) return -1;
+        if (i >= 0) t[i] = now_us() - t0;
+    }
+    getrusage(RUSAGE_SELF, &r1);
+    double total = now_us() - first;
+    for (int i = 0; o->no_barrier && i < k; i++) t[i] = total / k;
+    *switches += (double)(r1.ru_nvcsw - r0.ru_nvcsw) + (double)(r1.ru_nivcsw - r0.ru_nivcsw);
+    return 0;
+}
+
+/* Takes --block N, --ours NAME and --floor out of argv (the rest is bench_parse_args's); -1 (printed) on a bad one. */
+static int take_own_args(int *argc, char **argv, int *block, const char **ours, int *with_floor)
+{
+    int kept = 1;
+    for (int i = 1; i < *argc; i++) {
+        unsigned long long v;
+        if (strcmp(argv[i], "--floor") == 0) {
+            *with_floor = 1;
+        } else if (strcmp(argv[i], "--block") == 0 || strcmp(argv[i], "--ours") == 0) {
+            if (i + 1 == *argc) return fprintf(stderr, "ab_bench: %s needs a value\n", argv[i]), -1;
+            if (strcmp(argv[i], "--ours") == 0) *ours = argv[i + 1];
+            else if (bench_parse_count(argv[i + 1], 1, BENCH_MAX_ITERS, &v) == 0) *block = (int)v;
+            else
+                return fprintf(stderr, "ab_bench: --block: expected 1 to %d, got \"%s\"\n", BENCH_MAX_ITERS,
+                               argv[i + 1]),
+                       -1;
+            i++;
+        } else {
+            argv[kept++] = argv[i];
+        }
+    }
+    *argc = kept;
+    return 0;
+}
+
+/* One size: warm-up, the blocks in turn, then each implementation's row (the slowest rank's time per call). */
+static int run_size(const bench_opts_t *o, ab_call_t *c, int block, int impls, const char *const *names,
+                    double *const *t, double *tmax)
+{
+    int iters = o->iters > 0 ? o->iters : iterations_for(c->bytes);
+    size_t send_bytes = bench_send_bytes(c->op, c->bytes, c->n);
+    double sw[IMPLS] = {0};
+    for (int impl = 0; impl < impls; impl++)
+        for (int i = 0; i < bench_warm_calls(send_bytes); i++)
+            if (one_barrier(c, impl) != 0 || one_call(c, impl) != 0) return -1;
+    for (int done = 0, b = 0; done < iters; b++) {
+        int k = iters - done < block ? iters - done : block;
+        for (int j = 0; j < impls; j++) {
+            int impl = (b + j) % impls;
+            if (timed_block(o, c, impl, send_bytes, k, t[impl] + done, &sw[impl]) != 0) return -1;
+        }
+        done += k;
+    }
+    for (int impl = 0; impl < impls; impl++) {
+        double mine = sw[impl] / iters, sum = 0;
+        MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(t[impl], tmax, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        qsort(tmax, (size_t)iters, sizeof(double), cmp_double);
+        if (c->me == 0) bench_print_json(names[impl], c->n, c->op, c->bytes, iters, tmax, sum / c->n);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts_t o;
+    char err[256];
+    int block = 10, with_floor = 0, me, n;
+    const char *ours = "tprun";
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int bad = take_own_args(&argc, argv, &block, &ours, &with_floor) != 0;
+    if (!bad && bench_parse_args(argc, argv, 1, &o, err, sizeof(err)) != 0)
+        bad = 1, fprintf(stderr, "ab_bench: %s\n", err);
+    if (!bad && with_floor && n != 2) bad = 1, fprintf(stderr, "ab_bench: --floor: needs 2 ranks, not %d\n", n);
+    if (bad || o.help) {
+        if (!bad && me == 0) {
+            bench_usage(stdout, "ab_bench", 1);
+            printf("  --block N      calls of one implementation before the next's turn (default 10)\n"
+                   "  --ours NAME    libtp's name in the JSON rows (default tprun)\n"
+                   "  --floor        also the call's bytes exchanged over a bare loopback TCP socket (2 ranks, up to "
+                   "256 B)\n");
+        }
+        MPI_Finalize();
+        return bad ? 2 : 0;
+    }
+    ab_call_t c = {.me = me, .n = n, .floor_fd = -1};
+    tp_status_t s = tp_init(NULL, &c.w);
+    if (s != TP_OK) {
+        fprintf(stderr, "ab_bench: rank %d: tp_init: %s (%s)\n", me, tp_status_string(s), tp_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (with_floor && (c.floor_fd = floor_connect(me)) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    size_t cap = o.max_bytes * (size_t)n + 64;
+    c.send = malloc(cap), c.recv = malloc(cap);
+    double *t[IMPLS], *tmax = malloc(BENCH_MAX_ITERS * sizeof(double));
+    int nomem = c.send == NULL || c.recv == NULL || tmax == NULL;
+    for (int i = 0; i < IMPLS; i++) nomem |= (t[i] = malloc(BENCH_MAX_ITERS * sizeof(double))) == NULL;
+    if (nomem) {
+        fprintf(stderr, "ab_bench: rank %d: out of memory for 2 x %zu bytes (lower --max-bytes)\n", me, cap);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t i = 0; i < cap / 4; i++) c.send[i] = (float)(i % 1000) * 0.5f, c.recv[i] = 0;
+    const char *names[IMPLS] = {[IMPL_TP] = ours, [IMPL_MPI] = o.impl, [IMPL_FLOOR] = "tcp-floor"};
+    for (c.op = 0; c.op < BENCH_OPS; c.op++) {
+        if (!(o.ops & (1u << c.op))) continue;
+        for (int si = 0; bench_size(&o, si) != 0; si++) {
+            c.bytes = bench_size(&o, si);
+            /* the floor moves what an exchange moves: all_reduce, all_gather and sendrecv of 2 ranks */
+            int exchange = c.op == 0 || c.op == 1 || c.op == 4;
+            int impls = with_floor && exchange && c.bytes <= FLOOR_MAX_BYTES ? IMPLS : IMPL_FLOOR;
+            if (c.op == 5 && c.bytes < (size_t)4 * n) continue;
+            if (run_size(&o, &c, block, impls, names, t, tmax) != 0) {
+                fprintf(stderr, "ab_bench: rank %d: %s of %zu bytes failed: %s\n", me, op_names[c.op], c.bytes,
+                        c.s != TP_OK ? tp_last_error() : "see the message above");
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+    }
+    for (int i = 0; i < IMPLS; i++) free(t[i]);
+    free(c.send), free(c.recv), free(tmax);
+    if (c.floor_fd >= 0) close(c.floor_fd);
+    s = tp_finalize(c.w);
+    MPI_Finalize();
+    return s == TP_OK ? 0 : 1;
+}
