@@ -543,12 +543,15 @@ tp_status_t tp_transports_progress(tp_world_t *w, int wait)
     int moved = 0;
     tp_status_t s = progress_all(t, &moved); /* each transport in turn, then one poll over all */
     if (s != TP_OK || moved || !wait) return s;
-    int64_t now = tp_now_ns(), spin_end = now + (int64_t)w->spin_us * 1000, busy_end = now + TP_SPIN_BUSY_NS;
-    for (unsigned k = 0;; k++) {
+    /* the spin's budget starts at its first clock read: a wait that ends within the first looks reads no clock */
+    int64_t spin_end = -1, busy_end = 0;
+    for (unsigned k = 1; w->spin_us > 0; k++) {
         /* the clock only every few looks while nothing yields: a look is ~20 ns, the clock ~25 more (a VM's vDSO),
          * and a frame that lands is seen one look later (BENCHMARKS.md, fourteenth pass) */
         if (t->yield || k % TP_SPIN_LOOKS == 0) {
-            if ((now = tp_now_ns()) >= spin_end) break;
+            int64_t now = tp_now_ns();
+            if (spin_end < 0) spin_end = now + (int64_t)w->spin_us * 1000, busy_end = now + TP_SPIN_BUSY_NS;
+            else if (now >= spin_end) break;
             /* a rank that may share a CPU with a peer lets it run: at once when the kernel has more ranks than
              * CPUs, else once it waits longer than a peer on another CPU takes to answer; never where no peer may
              * use its CPUs */
