@@ -1,6 +1,8 @@
 #!/bin/sh
 # tp-bench's options: --help is usage on stdout and exit 0; a bad option or value is one line naming it and exit 2;
-# the table's header and rows say how many calls --iters asked for; examples/bench/tcp_bench.sh refuses bad settings.
+# the table's header and rows say how many calls --iters asked for; examples/bench/tcp_bench.sh refuses bad settings;
+# ab_bench refuses its own and, with Open MPI at hand, one --same-process round gives libtp's, Open MPI's and the bare
+# socket's rows.
 . "$(dirname "$0")/launcher_lib.sh"
 BENCH="$builddir/tp-bench"
 [ -x "$BENCH" ] || { echo "missing $BENCH (run from the build directory)"; exit 99; }
@@ -60,11 +62,42 @@ TCPB="$(dirname "$0")/../examples/bench/tcp_bench.sh"
 for case in "--transport udp|--transport: expected tcp or shm, got \"udp\"" \
     "--rounds 0|--rounds: expected a positive integer, got \"0\"" \
     "--variant x|--variant: expected NAME=SETTINGS, got \"x\"" \
-    "--stat p99|--stat: expected p50, p10, p90 or min, got \"p99\""; do
+    "--stat p99|--stat: expected p50, p10, p90 or min, got \"p99\"" \
+    "--same-process --variant a=X=1|--variant does not apply with --same-process (one libtp a process)"; do
     args=${case%%|*} want="tcp_bench.sh: ${case#*|}"
     # shellcheck disable=SC2086
     bash "$TCPB" $args >"$T/out" 2>"$T/err"
     expect_eq "tcp_bench.sh $args: status" "$?" 1
     expect_eq "tcp_bench.sh $args: message" "$(cat "$T/err")" "$want"
 done
+(cd "$T" && bash "$TCPB" --same-process >"$T/out" 2>"$T/err")
+expect_eq "tcp_bench.sh --same-process away from a build: status" "$?" 1
+expect_eq "tcp_bench.sh --same-process away from a build: message" "$(cat "$T/err")" \
+    "tcp_bench.sh: --same-process: no ./.libs/libtp.so here: run it from the build directory"
+
+# ab_bench (libtp and Open MPI in one job): its own options refused by name, then one short round of
+# tcp_bench.sh --same-process with each implementation's rows, the bare socket's among them
+if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null && [ -e "$builddir/.libs/libtp.so" ]; then
+    AB="$T/ab_bench"
+    mpicc.openmpi -O2 -I "$srcdir/include" -o "$AB" "$srcdir/examples/bench/ab_bench.c" -L"$builddir/.libs" -ltp \
+        -Wl,-rpath,"$builddir/.libs" 2>"$T/err" || fail "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$T/err")"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # a singleton MPI_Init, as root in CI
+    for case in "--block 0|--block: expected 1 to 500, got \"0\"" "--block|--block needs a value" \
+        "--floor|--floor: needs 2 ranks, not 1" "--bogus|unknown option \"--bogus\" (--help lists the options)"; do
+        args=${case%%|*} want="ab_bench: ${case#*|}"
+        # shellcheck disable=SC2086
+        "$AB" $args >"$T/out" 2>"$T/err"
+        expect_eq "ab_bench $args: status" "$?" 2
+        expect_eq "ab_bench $args: message" "$(cat "$T/err")" "$want"
+    done
+    (cd "$builddir" && TP_TRANSPORTS= bash "$TCPB" --same-process --rounds 1 --sizes 16 --ops allreduce --iters 3 \
+        --json "$T/rows.jsonl" >"$T/out" 2>"$T/err")
+    expect_eq "tcp_bench.sh --same-process, one round: status" "$?" 0
+    for impl in tcp ompi-tcp tcp-floor; do
+        expect_eq "tcp_bench.sh --same-process: rows of $impl" \
+            "$(grep -c "\"impl\":\"$impl\",.*\"op\":\"allreduce\",\"bytes\":16,\"iters\":3," "$T/rows.jsonl")" 1
+    done
+else
+    echo "ab_bench not checked: no mpicc.openmpi, mpirun.openmpi or $builddir/.libs/libtp.so"
+fi
 finish

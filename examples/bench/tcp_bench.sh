@@ -53,6 +53,8 @@ while [ $# -gt 0 ]; do
 done
 case $rounds in '' | *[!0-9]* | 0) die "--rounds: expected a positive integer, got \"$rounds\"" ;; esac
 [ "$same_process" = 0 ] || [ ${#variants[@]} -eq 0 ] || die "--variant does not apply with --same-process (one libtp a process)"
+[ "$same_process" = 0 ] || [ -e ./.libs/libtp.so ] ||
+    die "--same-process: no ./.libs/libtp.so here: run it from the build directory"
 [ ${#variants[@]} -gt 0 ] || variants=("$transport=")
 peer=ompi-tcp peer_args=(--mca btl tcp,self --mca pml ob1 --mca btl_tcp_if_include lo)
 [ "$transport" = shm ] && peer=ompi-vader peer_args=()
@@ -63,7 +65,6 @@ mpicc.openmpi -O2 -o "$work/ompi_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err
     die "mpicc.openmpi cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
 ab=()
 if [ "$same_process" = 1 ]; then
-    [ -e ./.libs/libtp.so ] || die "--same-process: no ./.libs/libtp.so here: run it from the build directory"
     mpicc.openmpi -O2 -I "$here/../../include" -o "$work/ab_bench" "$here/ab_bench.c" -L"$PWD/.libs" -ltp \
         -Wl,-rpath,"$PWD/.libs" 2>"$work/cc.err" || die "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$work/cc.err")"
     ab=(--ours "$transport")
