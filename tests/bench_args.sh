@@ -58,7 +58,7 @@ expect_eq "tprun -n 2 tp-bench --sizes 96,24: status" "$?" 0
 expect_eq "--sizes 96,24: sizes run" "$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$T/out" | paste -sd, -)" "96,24"
 
 # examples/bench/tcp_bench.sh refuses a bad setting by name before it builds or runs anything
-TCPB="$(dirname "$0")/../examples/bench/tcp_bench.sh"
+TCPB="$(cd "$(dirname "$0")/.." && pwd)/examples/bench/tcp_bench.sh"
 for case in "--transport udp|--transport: expected tcp or shm, got \"udp\"" \
     "--rounds 0|--rounds: expected a positive integer, got \"0\"" \
     "--variant x|--variant: expected NAME=SETTINGS, got \"x\"" \
@@ -78,9 +78,9 @@ expect_eq "tcp_bench.sh --same-process away from a build: message" "$(cat "$T/er
 # ab_bench (libtp and Open MPI in one job): its own options refused by name, then one short round of
 # tcp_bench.sh --same-process with each implementation's rows, the bare socket's among them
 if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null && [ -e "$builddir/.libs/libtp.so" ]; then
-    AB="$T/ab_bench"
-    mpicc.openmpi -O2 -I "$srcdir/include" -o "$AB" "$srcdir/examples/bench/ab_bench.c" -L"$builddir/.libs" -ltp \
-        -Wl,-rpath,"$builddir/.libs" 2>"$T/err" || fail "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$T/err")"
+    AB="$T/ab_bench" src=$(cd "${srcdir:-.}" && pwd) libs=$(cd "$builddir/.libs" && pwd)
+    mpicc.openmpi -O2 -I "$src/include" -o "$AB" "$src/examples/bench/ab_bench.c" -L"$libs" -ltp -Wl,-rpath,"$libs" \
+        2>"$T/err" || fail "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$T/err")"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # a singleton MPI_Init, as root in CI
     for case in "--block 0|--block: expected 1 to 500, got \"0\"" "--block|--block needs a value" \
         "--floor|--floor: needs 2 ranks, not 1" "--bogus|unknown option \"--bogus\" (--help lists the options)"; do
