@@ -14,8 +14,6 @@
 #include "bench/bench_schedule.h"
 #include "bench/bench_tp_call.h"
 
-enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_BROADCAST, OP_SENDRECV, OP_ALL_TO_ALL, OP_COUNT };
-
 static double now_us(void)
 {
     struct timespec ts;
@@ -89,11 +87,11 @@ int main(int argc, char **argv)
                o.rewrite ? ", each after a write of its send bytes" : "",
                o.no_barrier ? "after one barrier" : "each the slowest rank's time after a barrier", "op", "bytes",
                "iters", "p50_us", "p90_us");
-    for (int op = 0; op < OP_COUNT; op++) {
+    for (int op = 0; op < BENCH_OPS; op++) {
         if (!(o.ops & (1u << op))) continue;
         for (int si = 0; bench_size(&o, si) != 0; si++) {
             size_t bytes = bench_size(&o, si);
-            if (op == OP_ALL_TO_ALL && bytes < (size_t)4 * n) continue;
+            if (!bench_op_fits(op, bytes, n)) continue;
             /* reduce_scatter takes N * bytes in and gives bytes out, in MPI's block terms */
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
             timed_t c = {.w = w, .op = op, .send = send, .recv = recv, .bytes = bytes};

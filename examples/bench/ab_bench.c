@@ -88,42 +88,42 @@ static int floor_connect(int me)
     return -1;
 }
 
-static int one_barrier(ab_call_t *c, int impl)
+/* Each implementation's barrier and call, for bench_calls_t; ctx is the ab_call_t. */
+static int tp_barrier_one(void *ctx)
 {
-    char a = 0, b;
-    if (impl == IMPL_FLOOR) return floor_exchange(c->floor_fd, &a, &b, 1);
-    if (impl == IMPL_MPI) return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+    ab_call_t *c = ctx;
     return (c->s = tp_barrier(c->w)) != TP_OK;
 }
 
-static int one_call(ab_call_t *c, int impl)
+static int tp_call_one(void *ctx)
 {
-    if (impl == IMPL_FLOOR) return floor_exchange(c->floor_fd, c->send, c->recv, c->bytes);
-    if (impl == IMPL_MPI) return bench_mpi_call(c->op, c->send, c->recv, c->bytes, c->me, c->n) != MPI_SUCCESS;
+    ab_call_t *c = ctx;
     return (c->s = bench_tp_call(c->w, c->op, c->send, c->recv, c->bytes)) != TP_OK;
 }
 
-/* k timed calls of impl into t after one untimed call (each after a barrier, as bench_time_calls times them);
- * *switches accumulates this rank's context switches. */
-static int timed_block(const bench_opts_t *o, ab_call_t *c, int impl, size_t send_bytes, int k, double *t,
-                       double *switches)
+static int mpi_barrier_one(void *ctx)
 {
-    struct rusage r0, r1;
-    double first = 0;
-    for (int i = -1; i < k; i++) {
-        if ((!o->no_barrier || i <= 0) && one_barrier(c, impl) != 0) return -1;
-        if (i == 0) getrusage(RUSAGE_SELF, &r0);
-        double t0 = now_us();
-        if (i == 0) first = t0;
-        if (o->rewrite) memset(c->send, i & 0x3f, send_bytes);
-        if (one_call(c, impl) != 0) return -1;
-        if (i >= 0) t[i] = now_us() - t0;
-    }
-    getrusage(RUSAGE_SELF, &r1);
-    double total = now_us() - first;
-    for (int i = 0; o->no_barrier && i < k; i++) t[i] = total / k;
-    *switches += (double)(r1.ru_nvcsw - r0.ru_nvcsw) + (double)(r1.ru_nivcsw - r0.ru_nivcsw);
-    return 0;
+    (void)ctx;
+    return MPI_Barrier(MPI_COMM_WORLD) != MPI_SUCCESS;
+}
+
+static int mpi_call_one(void *ctx)
+{
+    ab_call_t *c = ctx;
+    return bench_mpi_call(c->op, c->send, c->recv, c->bytes, c->me, c->n) != MPI_SUCCESS;
+}
+
+static int floor_barrier_one(void *ctx)
+{
+    ab_call_t *c = ctx;
+    char a = 0, b;
+    return floor_exchange(c->floor_fd, &a, &b, 1);
+}
+
+static int floor_call_one(void *ctx)
+{
+    ab_call_t *c = ctx;
+    return floor_exchange(c->floor_fd, c->send, c->recv, c->bytes);
 }
 
 /* Takes --block N, --ours NAME and --floor out of argv (the rest is bench_parse_args's); -1 (printed) on a bad one. */
@@ -151,21 +151,28 @@ static int take_own_args(int *argc, char **argv, int *block, const char **ours, 
     return 0;
 }
 
-/* One size: warm-up, the blocks in turn, then each implementation's row (the slowest rank's time per call). */
+/* One size: warm-up, the blocks in turn (each after one untimed call), then each implementation's row (the slowest
+ * rank's time per call). */
 static int run_size(const bench_opts_t *o, ab_call_t *c, int block, int impls, const char *const *names,
                     double *const *t, double *tmax)
 {
     int iters = o->iters > 0 ? o->iters : iterations_for(c->bytes);
     size_t send_bytes = bench_send_bytes(c->op, c->bytes, c->n);
-    double sw[IMPLS] = {0};
+    const bench_calls_t loops[IMPLS] = {
+        [IMPL_TP] = {tp_barrier_one, tp_call_one, now_us, c, c->send, send_bytes},
+        [IMPL_MPI] = {mpi_barrier_one, mpi_call_one, now_us, c, c->send, send_bytes},
+        [IMPL_FLOOR] = {floor_barrier_one, floor_call_one, now_us, c, c->send, send_bytes},
+    };
+    double sw[IMPLS] = {0}, per_call;
     for (int impl = 0; impl < impls; impl++)
         for (int i = 0; i < bench_warm_calls(send_bytes); i++)
-            if (one_barrier(c, impl) != 0 || one_call(c, impl) != 0) return -1;
+            if (loops[impl].barrier(c) != 0 || loops[impl].call(c) != 0) return -1;
     for (int done = 0, b = 0; done < iters; b++) {
         int k = iters - done < block ? iters - done : block;
         for (int j = 0; j < impls; j++) {
             int impl = (b + j) % impls;
-            if (timed_block(o, c, impl, send_bytes, k, t[impl] + done, &sw[impl]) != 0) return -1;
+            if (bench_time_block(o, &loops[impl], 1, k, t[impl] + done, &per_call) != 0) return -1;
+            sw[impl] += per_call * k;
         }
         done += k;
     }
@@ -227,9 +234,9 @@ int main(int argc, char **argv)
         for (int si = 0; bench_size(&o, si) != 0; si++) {
             c.bytes = bench_size(&o, si);
             /* the floor moves what an exchange moves: all_reduce, all_gather and sendrecv of 2 ranks */
-            int exchange = c.op == 0 || c.op == 1 || c.op == 4;
+            int exchange = c.op == BENCH_ALL_REDUCE || c.op == BENCH_ALL_GATHER || c.op == BENCH_SENDRECV;
             int impls = with_floor && exchange && c.bytes <= FLOOR_MAX_BYTES ? IMPLS : IMPL_FLOOR;
-            if (c.op == 5 && c.bytes < (size_t)4 * n) continue;
+            if (!bench_op_fits(c.op, c.bytes, n)) continue;
             if (run_size(&o, &c, block, impls, names, t, tmax) != 0) {
                 fprintf(stderr, "ab_bench: rank %d: %s of %zu bytes failed: %s\n", me, op_names[c.op], c.bytes,
                         c.s != TP_OK ? tp_last_error() : "see the message above");

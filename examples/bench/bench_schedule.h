@@ -8,7 +8,17 @@
 #include <string.h>
 #include <sys/resource.h>
 
-enum { BENCH_OPS = 6, BENCH_MAX_ITERS = 500, BENCH_MAX_SIZES = 32 };
+/* The ops by their index in op_names, as every program and --ops number them. */
+enum {
+    BENCH_ALL_REDUCE,
+    BENCH_ALL_GATHER,
+    BENCH_REDUCE_SCATTER,
+    BENCH_BROADCAST,
+    BENCH_SENDRECV,
+    BENCH_ALL_TO_ALL,
+    BENCH_OPS
+};
+enum { BENCH_MAX_ITERS = 500, BENCH_MAX_SIZES = 32 };
 static const char *const op_names[BENCH_OPS] = {"allreduce", "allgather", "reduce_scatter",
                                                 "bcast",     "sendrecv",  "alltoall"};
 #define BENCH_DEFAULT_OPS "allreduce,allgather,reduce_scatter,bcast,sendrecv"
@@ -98,7 +108,13 @@ static inline int bench_parse_ops(const char *list, unsigned *out)
  * else bytes. */
 static inline size_t bench_send_bytes(int op, size_t bytes, int n)
 {
-    return strcmp(op_names[op], "reduce_scatter") == 0 ? bytes * (size_t)n : bytes;
+    return op == BENCH_REDUCE_SCATTER ? bytes * (size_t)n : bytes;
+}
+
+/* Whether op runs at bytes per rank in a world of n: all_to_all needs an f32 for every rank. */
+static inline int bench_op_fits(int op, size_t bytes, int n)
+{
+    return op != BENCH_ALL_TO_ALL || bytes >= (size_t)4 * n;
 }
 
 /* What one size's timing loop needs from its program: a barrier and one call (each 0 on success), its clock in µs,
@@ -123,15 +139,15 @@ static inline int bench_warm_calls(size_t send_bytes)
     return k < 5 ? 5 : k > 200 ? 200 : (int)k;
 }
 
-/* One size: bench_warm_calls untimed calls, then iters timed into t (µs), each after a barrier; with --no-barrier
- * one barrier before them and each call's time the mean, as no single call's time means anything alone.
- * *switches: this rank's context switches (voluntary and not) per call. -1 as soon as a barrier or a call fails. */
-static inline int bench_time_calls(const bench_opts_t *o, const bench_calls_t *c, int iters, double *t,
+/* warm untimed calls, then iters (at least 1) timed into t (µs), each after a barrier; with --no-barrier one barrier
+ * before them and each call's time the mean, as no single call's time means anything alone. *switches: this rank's
+ * context switches (voluntary and not) per timed call. -1 as soon as a barrier or a call fails. */
+static inline int bench_time_block(const bench_opts_t *o, const bench_calls_t *c, int warm, int iters, double *t,
                                    double *switches)
 {
     struct rusage r0, r1;
     double first = 0;
-    for (int i = -bench_warm_calls(c->send_bytes); i < iters; i++) {
+    for (int i = -warm; i < iters; i++) {
         if ((!o->no_barrier || i <= 0) && c->barrier(c->ctx) != 0) return -1;
         if (i == 0) getrusage(RUSAGE_SELF, &r0);
         double t0 = c->now_us();
@@ -145,6 +161,13 @@ static inline int bench_time_calls(const bench_opts_t *o, const bench_calls_t *c
     for (int i = 0; o->no_barrier && i < iters; i++) t[i] = total / iters;
     *switches = ((double)(r1.ru_nvcsw - r0.ru_nvcsw) + (double)(r1.ru_nivcsw - r0.ru_nivcsw)) / iters;
     return 0;
+}
+
+/* One size: bench_warm_calls untimed calls, then iters timed (bench_time_block). */
+static inline int bench_time_calls(const bench_opts_t *o, const bench_calls_t *c, int iters, double *t,
+                                   double *switches)
+{
+    return bench_time_block(o, c, bench_warm_calls(c->send_bytes), iters, t, switches);
 }
 
 /* One JSON row (--json), the form coll_bench.sh and plot_bench.py read: tmax the slowest rank's times, sorted;

@@ -55,7 +55,7 @@ int main(int argc, char **argv)
         if (!(o.ops & (1u << op))) continue;
         for (int si = 0; bench_size(&o, si) != 0; si++) {
             size_t bytes = bench_size(&o, si);
-            if (op == 5 && bytes < (size_t)4 * n) continue;
+            if (!bench_op_fits(op, bytes, n)) continue;
             int iters = o.iters > 0 ? o.iters : iterations_for(bytes);
             timed_t c = {.op = op, .me = me, .n = n, .send = send, .recv = recv, .bytes = bytes};
             bench_calls_t loop = {timed_barrier, timed_call, wtime_us, &c, send, bench_send_bytes(op, bytes, n)};
