@@ -90,12 +90,17 @@ if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null &
         expect_eq "ab_bench $args: status" "$?" 2
         expect_eq "ab_bench $args: message" "$(cat "$T/err")" "$want"
     done
-    (cd "$builddir" && TP_TRANSPORTS= bash "$TCPB" --same-process --rounds 1 --sizes 16 --ops allreduce --iters 3 \
-        --json "$T/rows.jsonl" >"$T/out" 2>"$T/err")
+    (cd "$builddir" && TP_TRANSPORTS= bash "$TCPB" --same-process --rounds 1 --sizes 16,4096 --ops allreduce,allgather \
+        --iters 3 --json "$T/rows.jsonl" >"$T/out" 2>"$T/err")
     expect_eq "tcp_bench.sh --same-process, one round: status" "$?" 0
-    for impl in tcp ompi-tcp tcp-floor; do
-        expect_eq "tcp_bench.sh --same-process: rows of $impl" \
-            "$(grep -c "\"impl\":\"$impl\",.*\"op\":\"allreduce\",\"bytes\":16,\"iters\":3," "$T/rows.jsonl")" 1
+    # the bare sockets' rows: every exchange up to 256 B; above, all_gather (two sockets), not all_reduce
+    for row in tcp:allreduce:16:1 ompi-tcp:allreduce:16:1 tcp-floor:allreduce:16:1 tcp-floor:allreduce:4096:0 \
+        tcp:allgather:4096:1 ompi-tcp:allgather:4096:1 tcp-floor:allgather:4096:1; do
+        impl=${row%%:*} rest=${row#*:}
+        op=${rest%%:*} rest=${rest#*:}
+        bytes=${rest%%:*} want=${rest#*:}
+        expect_eq "tcp_bench.sh --same-process: rows of $impl, $op of $bytes B" \
+            "$(grep -c "\"impl\":\"$impl\",.*\"op\":\"$op\",\"bytes\":$bytes,\"iters\":3," "$T/rows.jsonl")" "$want"
     done
 else
     echo "ab_bench not checked: no mpicc.openmpi, mpirun.openmpi or $builddir/.libs/libtp.so"

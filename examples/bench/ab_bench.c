@@ -5,9 +5,12 @@
  *   TP_TRANSPORTS=tcp mpirun -x TP_TRANSPORTS -n 2 ab_bench --impl ompi-tcp --ours tprun-tcp --floor --json ...
  * Each size: warm-up calls of each, then the timed calls in blocks of --block, the implementations taking turns at
  * going first and the first call of each block untimed; a row pools one implementation's calls over its blocks.
- * --floor (2 ranks) adds "tcp-floor" to calls of up to FLOOR_MAX_BYTES: the call's bytes exchanged once over a
- * loopback TCP socket with no library around them, one segment each way, what any implementation over the kernel's
- * TCP pays at the least. (Larger exchanges on one socket both ways are no floor: libtp splits them over two.)
+ * --floor (2 ranks) adds "tcp-floor": the call's bytes exchanged over loopback TCP with no library around them. Up to
+ * FLOOR_ONE_SOCKET_BYTES (all_reduce, all_gather, sendrecv) one segment each way on one socket, what any
+ * implementation over the kernel's TCP pays at the least. Above it (all_gather and sendrecv only) one socket each
+ * way, as libtp has (one socket both ways takes twice as long at 4 MiB), with libtp's socket settings (FLOOR_SOCKBUF,
+ * reno), sent and taken without blocking in turn, and all_gather's own block copied into place: what the kernel
+ * charges for those bytes without libtp's parts, frames and progress, not a proven least.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,12 +30,13 @@
 #include "bench_schedule.h"
 #include "bench_tp_call.h"
 
-enum { IMPL_TP, IMPL_MPI, IMPL_FLOOR, IMPLS, FLOOR_MAX_BYTES = 256 };
+enum { IMPL_TP, IMPL_MPI, IMPL_FLOOR, IMPLS, FLOOR_ONE_SOCKET_BYTES = 256, FLOOR_SOCKBUF = 4194304 };
 
 /* One call's arguments for any implementation; s: libtp's status of the call that failed. */
 typedef struct ab_call {
     tp_comm_t *w;
-    int op, me, n, floor_fd;
+    int op, me, n;
+    int floor_fd, floor_out, floor_in; /* the tcp-floor's sockets: both ways; this rank's sends; the peer's */
     float *send, *recv;
     size_t bytes;
     tp_status_t s;
@@ -45,18 +49,18 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* Sends bytes of out to the peer while taking as many into in, both at once; 0 when both are done. */
-static int floor_exchange(int fd, const void *out, void *in, size_t bytes)
+/* Sends bytes of out on out_fd while taking as many from in_fd into in, both at once; 0 when both are done. */
+static int floor_exchange(int out_fd, int in_fd, const void *out, void *in, size_t bytes)
 {
     size_t sent = 0, got = 0;
     while (sent < bytes || got < bytes) {
         if (sent < bytes) {
-            ssize_t w = send(fd, (const char *)out + sent, bytes - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+            ssize_t w = send(out_fd, (const char *)out + sent, bytes - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (w > 0) sent += (size_t)w;
             else if (w < 0 && errno != EAGAIN && errno != EINTR) return perror("ab_bench: tcp-floor send"), -1;
         }
         if (got < bytes) {
-            ssize_t r = recv(fd, (char *)in + got, bytes - got, MSG_DONTWAIT);
+            ssize_t r = recv(in_fd, (char *)in + got, bytes - got, MSG_DONTWAIT);
             if (r > 0) got += (size_t)r;
             else if (r == 0) return fprintf(stderr, "ab_bench: tcp-floor: the peer closed its socket\n"), -1;
             else if (errno != EAGAIN && errno != EINTR) return perror("ab_bench: tcp-floor recv"), -1;
@@ -65,8 +69,9 @@ static int floor_exchange(int fd, const void *out, void *in, size_t bytes)
     return 0;
 }
 
-/* Rank 0 listens on loopback, rank 1 dials the port rank 0 names; -1 (printed) when the socket cannot be had. */
-static int floor_connect(int me)
+/* Rank 0 listens on loopback, rank 1 dials the port rank 0 names; large: with libtp's buffers and congestion control;
+ * -1 (printed) when the socket cannot be had. */
+static int floor_connect(int me, int large)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
@@ -81,6 +86,12 @@ static int floor_connect(int me)
     else if (ok) ok = (fd = accept(ls, NULL, NULL)) >= 0;
     if (ls >= 0) close(ls);
     ok = ok && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
+    if (ok && large) { /* as transports/tcp sets its sockets (tcp.h); congestion control where the kernel has it */
+        int sb = FLOOR_SOCKBUF;
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+        ok = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb)) == 0 &&
+             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sb, sizeof(sb)) == 0;
+    }
     if (!ok) perror("ab_bench: tcp-floor: loopback socket");
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (all) return fd;
@@ -117,13 +128,26 @@ static int floor_barrier_one(void *ctx)
 {
     ab_call_t *c = ctx;
     char a = 0, b;
-    return floor_exchange(c->floor_fd, &a, &b, 1);
+    return floor_exchange(c->floor_fd, c->floor_fd, &a, &b, 1);
 }
 
 static int floor_call_one(void *ctx)
 {
     ab_call_t *c = ctx;
-    return floor_exchange(c->floor_fd, c->send, c->recv, c->bytes);
+    if (c->bytes <= FLOOR_ONE_SOCKET_BYTES) return floor_exchange(c->floor_fd, c->floor_fd, c->send, c->recv, c->bytes);
+    char *peer_block = (char *)c->recv;
+    if (c->op == BENCH_ALL_GATHER) {
+        memcpy((char *)c->recv + (size_t)c->me * c->bytes, c->send, c->bytes);
+        peer_block += (size_t)(1 - c->me) * c->bytes;
+    }
+    return floor_exchange(c->floor_out, c->floor_in, c->send, peer_block, c->bytes);
+}
+
+/* Whether the tcp-floor has a row for op at bytes (see the top of this file). */
+static int floor_applies(int op, size_t bytes)
+{
+    if (op == BENCH_ALL_GATHER || op == BENCH_SENDRECV) return 1;
+    return op == BENCH_ALL_REDUCE && bytes <= FLOOR_ONE_SOCKET_BYTES;
 }
 
 /* Takes --block N, --ours NAME and --floor out of argv (the rest is bench_parse_args's); -1 (printed) on a bad one. */
@@ -203,21 +227,28 @@ int main(int argc, char **argv)
     if (bad || o.help) {
         if (!bad && me == 0) {
             bench_usage(stdout, "ab_bench", 1);
-            printf("  --block N      calls of one implementation before the next's turn (default 10)\n"
-                   "  --ours NAME    libtp's name in the JSON rows (default tprun)\n"
-                   "  --floor        also the call's bytes exchanged over a bare loopback TCP socket (2 ranks, up to "
-                   "256 B)\n");
+            printf(
+                "  --block N      calls of one implementation before the next's turn (default 10)\n"
+                "  --ours NAME    libtp's name in the JSON rows (default tprun)\n"
+                "  --floor        also the call's bytes exchanged over bare loopback TCP sockets (2 ranks; all_reduce\n"
+                "                 up to 256 B, all_gather and sendrecv at every size)\n");
         }
         MPI_Finalize();
         return bad ? 2 : 0;
     }
-    ab_call_t c = {.me = me, .n = n, .floor_fd = -1};
+    ab_call_t c = {.me = me, .n = n, .floor_fd = -1, .floor_out = -1, .floor_in = -1};
     tp_status_t s = tp_init(NULL, &c.w);
     if (s != TP_OK) {
         fprintf(stderr, "ab_bench: rank %d: tp_init: %s (%s)\n", me, tp_status_string(s), tp_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (with_floor && (c.floor_fd = floor_connect(me)) < 0) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (with_floor) { /* rank 0 sends on the second socket, rank 1 on the third */
+        int low_to_high = -1, high_to_low = -1;
+        if ((c.floor_fd = floor_connect(me, 0)) < 0 || (low_to_high = floor_connect(me, 1)) < 0 ||
+            (high_to_low = floor_connect(me, 1)) < 0)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        c.floor_out = me == 0 ? low_to_high : high_to_low, c.floor_in = me == 0 ? high_to_low : low_to_high;
+    }
     size_t cap = o.max_bytes * (size_t)n + 64;
     c.send = malloc(cap), c.recv = malloc(cap);
     double *t[IMPLS], *tmax = malloc(BENCH_MAX_ITERS * sizeof(double));
@@ -233,9 +264,7 @@ int main(int argc, char **argv)
         if (!(o.ops & (1u << c.op))) continue;
         for (int si = 0; bench_size(&o, si) != 0; si++) {
             c.bytes = bench_size(&o, si);
-            /* the floor moves what an exchange moves: all_reduce, all_gather and sendrecv of 2 ranks */
-            int exchange = c.op == BENCH_ALL_REDUCE || c.op == BENCH_ALL_GATHER || c.op == BENCH_SENDRECV;
-            int impls = with_floor && exchange && c.bytes <= FLOOR_MAX_BYTES ? IMPLS : IMPL_FLOOR;
+            int impls = with_floor && floor_applies(c.op, c.bytes) ? IMPLS : IMPL_FLOOR;
             if (!bench_op_fits(c.op, c.bytes, n)) continue;
             if (run_size(&o, &c, block, impls, names, t, tmax) != 0) {
                 fprintf(stderr, "ab_bench: rank %d: %s of %zu bytes failed: %s\n", me, op_names[c.op], c.bytes,
@@ -246,7 +275,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < IMPLS; i++) free(t[i]);
     free(c.send), free(c.recv), free(tmax);
-    if (c.floor_fd >= 0) close(c.floor_fd);
+    if (c.floor_fd >= 0) close(c.floor_fd), close(c.floor_out), close(c.floor_in);
     s = tp_finalize(c.w);
     MPI_Finalize();
     return s == TP_OK ? 0 : 1;

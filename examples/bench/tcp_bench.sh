@@ -17,8 +17,10 @@
 # tprun binds each rank to a core of its own (TP_BIND_TO=core unless set), as Open MPI does by default at up to one
 # rank per core (coll_bench.sh does the same). --same-process runs ab_bench.c instead: libtp and Open MPI in the same
 # processes under mpirun, blocks of 10 calls of each in turn, so a round compares the two at the same moments; over
-# TCP at 2 ranks it adds "tcp-floor", calls of up to 256 B exchanged over a bare loopback socket (the least any
-# implementation over the kernel's TCP pays that round). Run it from the build directory (it links ./.libs/libtp.so);
+# TCP at 2 ranks it adds "tcp-floor", the call's bytes exchanged over bare loopback sockets: all_reduce, all_gather
+# and sendrecv up to 256 B on one socket (the least any implementation over the kernel's TCP pays that round), larger
+# all_gather and sendrecv on one socket each way with libtp's socket settings (what the kernel charges for the bytes
+# without libtp's machinery). Run it from the build directory (it links ./.libs/libtp.so);
 # every TP_* variable set goes to the ranks, and --variant does not apply. Where the build has tests/bench/floor_probe, each round starts with it
 # (the vCPU placement it ran in) and its rows carry it as "floor_us".
 set -euo pipefail
