@@ -28,23 +28,6 @@ int tprun_env_is_launcher_var(const char *name, size_t len, int torch_env)
     return 0;
 }
 
-static const char *const bind_modes[] = {"gpu", "none", "core", "numa"};
-
-int tprun_bind_mode_parse(const char *text)
-{
-    for (int m = 0; m < (int)(sizeof(bind_modes) / sizeof(bind_modes[0])); m++)
-        if (strcmp(text, bind_modes[m]) == 0) return m;
-    return -1;
-}
-
-const char *tprun_bind_mode_name(int mode) { return bind_modes[mode]; }
-
-/* --gpus-per-rank's and TP_GPUS_PER_RANK's value: 0 or 1, else -1. */
-static int gpus_per_rank_parse(const char *text)
-{
-    return strcmp(text, "0") == 0 ? 0 : strcmp(text, "1") == 0 ? 1 : -1;
-}
-
 static const char *env_lookup(char *const *envp, const char *name)
 {
     size_t n = strlen(name);
@@ -283,17 +266,17 @@ static tp_status_t parse_options(int argc, char **argv, char *const *envp, tprun
             if (v[0] == '\0') return snprintf(err, err_len, "%s: expected a file name, got \"\"", name), TP_ERR_INVALID;
             plan->json_summary = v;
         } else if (strcmp(name, "--bind-to") == 0) {
-            if ((v = option_value(argc, argv, &i, attached, name, "gpu, numa, core or none", err, err_len)) == NULL)
+            if ((v = option_value(argc, argv, &i, attached, name, TPRUN_BIND_MODES_TEXT, err, err_len)) == NULL)
                 return TP_ERR_INVALID;
             if ((plan->bind_to = tprun_bind_mode_parse(v)) < 0)
-                return snprintf(err, err_len, "%s: expected gpu, numa, core or none, got \"%s\"", name,
+                return snprintf(err, err_len, "%s: expected " TPRUN_BIND_MODES_TEXT ", got \"%s\"", name,
                                 tp_quote(v, q, sizeof(q))),
                        TP_ERR_INVALID;
         } else if (strcmp(name, "--gpus-per-rank") == 0) {
             if ((v = option_value(argc, argv, &i, attached, name, "0 or 1", err, err_len)) == NULL)
                 return TP_ERR_INVALID;
-            if ((plan->gpus_per_rank = gpus_per_rank_parse(v)) < 0)
-                return snprintf(err, err_len, "%s: expected 0 (no GPU per rank) or 1, got \"%s\"", name,
+            if ((plan->gpus_per_rank = tprun_gpus_per_rank_parse(v)) < 0)
+                return snprintf(err, err_len, "%s: expected " TPRUN_GPUS_PER_RANK_TEXT ", got \"%s\"", name,
                                 tp_quote(v, q, sizeof(q))),
                        TP_ERR_INVALID;
         } else if (strcmp(name, "--wdir") == 0) {
@@ -448,8 +431,8 @@ tp_status_t tprun_args_parse(int argc, char **argv, char *const *envp, const cha
         tp_config_parse_bool("TP_TORCH_ENV", v, &b, ignore, sizeof(ignore)) == TP_OK)
         plan->torch_env = b;
     plan->gpus_per_rank = 1;
-    if ((v = env_lookup(envp, "TP_GPUS_PER_RANK")) != NULL && gpus_per_rank_parse(v) >= 0)
-        plan->gpus_per_rank = gpus_per_rank_parse(v);
+    if ((v = env_lookup(envp, "TP_GPUS_PER_RANK")) != NULL && tprun_gpus_per_rank_parse(v) >= 0)
+        plan->gpus_per_rank = tprun_gpus_per_rank_parse(v);
     if ((v = env_lookup(envp, "TP_BIND_TO")) != NULL && tprun_bind_mode_parse(v) >= 0)
         plan->bind_to = tprun_bind_mode_parse(v);
     plan->launcher = env_lookup(envp, "TP_LAUNCHER");

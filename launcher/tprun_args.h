@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "tp.h"
+#include "tprun_config.h"
 
 /* Exit status of tprun for a command line or environment it refuses (nothing was started). */
 #define TPRUN_EXIT_USAGE 2
@@ -24,12 +25,6 @@ typedef struct tprun_host {
     int nranks; /* ranks placed here */
     int node;   /* TP_NODE_RANK of its ranks: its index among the hosts that got ranks */
 } tprun_host_t;
-
-/* --bind-to: gpu (the default) binds only when a GPU or an HCA says where; numa and core always try. */
-enum { TPRUN_BIND_GPU = 0, TPRUN_BIND_NONE, TPRUN_BIND_CORE, TPRUN_BIND_NUMA };
-/* "gpu", "none", "core" or "numa" to its mode, else -1; and back. */
-int tprun_bind_mode_parse(const char *text);
-const char *tprun_bind_mode_name(int mode);
 
 /* Rank placement over the hosts' slots: fill each host in turn, or deal ranks round-robin. */
 enum { TPRUN_MAP_SLOT = 0, TPRUN_MAP_NODE = 1 };

@@ -5,21 +5,37 @@
 
 #include "runtime_config.h"
 #include "runtime_log.h"
+#include "tprun_config.h"
+
+static const char *const bind_modes[] = {"gpu", "none", "core", "numa"};
+
+int tprun_bind_mode_parse(const char *text)
+{
+    for (int m = 0; m < (int)(sizeof(bind_modes) / sizeof(bind_modes[0])); m++)
+        if (strcmp(text, bind_modes[m]) == 0) return m;
+    return -1;
+}
+
+const char *tprun_bind_mode_name(int mode) { return bind_modes[mode]; }
+
+int tprun_gpus_per_rank_parse(const char *text)
+{
+    return strcmp(text, "0") == 0 ? 0 : strcmp(text, "1") == 0 ? 1 : -1;
+}
 
 static tp_status_t check_bind_to(const char *text, char *err, size_t err_len)
 {
     char q[TP_QUOTE_LEN];
-    if (strcmp(text, "gpu") == 0 || strcmp(text, "numa") == 0 || strcmp(text, "core") == 0 || strcmp(text, "none") == 0)
-        return TP_OK;
-    snprintf(err, err_len, "TP_BIND_TO: expected gpu, numa, core or none, got \"%s\"", tp_quote(text, q, sizeof(q)));
+    if (tprun_bind_mode_parse(text) >= 0) return TP_OK;
+    snprintf(err, err_len, "TP_BIND_TO: expected " TPRUN_BIND_MODES_TEXT ", got \"%s\"", tp_quote(text, q, sizeof(q)));
     return TP_ERR_INVALID;
 }
 
 static tp_status_t check_gpus_per_rank(const char *text, char *err, size_t err_len)
 {
     char q[TP_QUOTE_LEN];
-    if (strcmp(text, "0") == 0 || strcmp(text, "1") == 0) return TP_OK;
-    snprintf(err, err_len, "TP_GPUS_PER_RANK: expected 0 (no GPU per rank) or 1, got \"%s\"",
+    if (tprun_gpus_per_rank_parse(text) >= 0) return TP_OK;
+    snprintf(err, err_len, "TP_GPUS_PER_RANK: expected " TPRUN_GPUS_PER_RANK_TEXT ", got \"%s\"",
              tp_quote(text, q, sizeof(q)));
     return TP_ERR_INVALID;
 }
@@ -40,7 +56,7 @@ const tp_config_entry_t tp_tprun_config[] = {
     {"TP_PMIX", "pmix", TP_CONFIG_BOOL, TP_CONFIG_USER | TP_CONFIG_TPRUN, "0",
      "tprun: host a PMIx server for the ranks (as --pmix): PMIx programs get their world, fence, get and abort", NULL},
     {"TP_BIND_TO", "bind_to", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "gpu",
-     "tprun: bind each rank's CPUs and memory (as --bind-to): gpu, numa, core or none", check_bind_to},
+     "tprun: bind each rank's CPUs and memory (as --bind-to): " TPRUN_BIND_MODES_TEXT, check_bind_to},
     {"TP_GPUS_PER_RANK", "gpus_per_rank", TP_CONFIG_STRING, TP_CONFIG_USER | TP_CONFIG_TPRUN, "1",
      "tprun: 1: each rank gets its own GPU by local rank, and a host with fewer visible GPUs than ranks is refused; 0: "
      "ranks get no GPU and every GPU variable stays as it is (as --gpus-per-rank)",

@@ -1,7 +1,7 @@
 # Every registered component's TP_* table (data): libtp and tprun both link them, so tprun --info and the unknown-
 # variable check know every variable without the components' code.
 TP_CONFIG_TABLES = runtime/runtime_components.c runtime/runtime_components.h runtime/runtime_config_entry.h runtime/core_config.c \
-	launcher/tprun_config.c runtime/coll_staged_config.c runtime/coll_hier_config.c
+	launcher/tprun_config.c launcher/tprun_config.h runtime/coll_staged_config.c runtime/coll_hier_config.c
 # libtp: the runtime core, with the transports and devices linked in.
 lib_LTLIBRARIES += libtp.la
 libtp_la_SOURCES = \
