@@ -80,10 +80,12 @@ expect_eq "tcp_bench.sh --same-process away from a build: message" "$(cat "$T/er
 if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null && [ -e "$builddir/.libs/libtp.so" ]; then
     AB="$T/ab_bench" src=$(cd "${srcdir:-.}" && pwd) libs=$(cd "$builddir/.libs" && pwd) san=
     # built as tcp_bench.sh builds it: with ASan's runtime first where libtp has it, Open MPI's exit leaks not reported
-    if ldd "$libs/libtp.so" 2>/dev/null | grep -q libasan; then
+    case $(ldd "$libs/libtp.so" 2>/dev/null) in
+    *libasan*)
         san=-fsanitize=address,undefined ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
         export ASAN_OPTIONS
-    fi
+        ;;
+    esac
     # shellcheck disable=SC2086
     mpicc.openmpi -O2 $san -I "$src/include" -o "$AB" "$src/examples/bench/ab_bench.c" -L"$libs" -ltp \
         -Wl,-rpath,"$libs" 2>"$T/err" || fail "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$T/err")"
@@ -98,7 +100,9 @@ if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null &
     done
     (cd "$builddir" && TP_TRANSPORTS= bash "$TCPB" --same-process --rounds 1 --sizes 16,4096 --ops allreduce,allgather \
         --iters 3 --json "$T/rows.jsonl" >"$T/out" 2>"$T/err")
-    expect_eq "tcp_bench.sh --same-process, one round: status" "$?" 0
+    st=$?
+    [ "$st" = 0 ] || echo "tcp_bench.sh --same-process said: $(tail -n 40 "$T/err")"
+    expect_eq "tcp_bench.sh --same-process, one round: status" "$st" 0
     # the bare sockets' rows: every exchange up to 256 B; above, all_gather (two sockets), not all_reduce
     for row in tcp:allreduce:16:1 ompi-tcp:allreduce:16:1 tcp-floor:allreduce:16:1 tcp-floor:allreduce:4096:0 \
         tcp:allgather:4096:1 ompi-tcp:allgather:4096:1 tcp-floor:allgather:4096:1; do

@@ -277,6 +277,8 @@ int main(int argc, char **argv)
     free(c.send), free(c.recv), free(tmax);
     if (c.floor_fd >= 0) close(c.floor_fd), close(c.floor_out), close(c.floor_in);
     s = tp_finalize(c.w);
+    if (s != TP_OK)
+        fprintf(stderr, "ab_bench: rank %d: tp_finalize: %s (%s)\n", me, tp_status_string(s), tp_last_error());
     MPI_Finalize();
     return s == TP_OK ? 0 : 1;
 }
