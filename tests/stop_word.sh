@@ -12,6 +12,9 @@ unset TP_ERRORS TP_LOG_LEVEL TP_HEARTBEAT_TIMEOUT TP_TRANSPORTS
 N=4
 LIMIT=20 # each job runs under timeout LIMIT and must end well within it
 BOUND=8
+# A sanitizer build's processes start and end several times slower (tests/local.mk sets ASAN_OPTIONS for it):
+# beside the other tests its tprun --pmix jobs took 8.2-10 s. Its run checks what happens; the plain build the speed.
+[ -z "${ASAN_OPTIONS:-}" ] || LIMIT=40 BOUND=16
 
 # job LAUNCH MODE ARGS...: runs the engine on N ranks; JOB_ST is the job's status (tprun's, or 0 when every rank
 # exited 0), RANK_ST[r] each rank's (under tprun from --json-summary, with a T when tprun sent it SIGTERM), TEXT
@@ -125,7 +128,13 @@ one_launch() {
     # Rank 0 serves, then exits 0 without tp_finalize: a failure, named on every worker.
     name="$l, $t: exit 0 without tp_finalize"
     BAD=
+    # Under --enable-sanitizers, LeakSanitizer's scan at rank 0's exit stops every thread it has, the fate thread's
+    # heartbeats too, and beside other work for longer than TP_HEARTBEAT_TIMEOUT: the workers then name a rank 0
+    # that went silent, not one that ended. This case is about the exit, so that rank's exit goes unscanned.
+    local asan_saved=${ASAN_OPTIONS-}
+    [ -z "$asan_saved" ] || export ASAN_OPTIONS="$asan_saved:detect_leaks=0"
     job "$l" serve 100 --no-finalize
+    [ -z "$asan_saved" ] || export ASAN_OPTIONS="$asan_saved"
     [ "$l" = torch ] || [ "$JOB_ST" = 70 ] || bad "status $JOB_ST, not 70"
     [ "${RANK_ST[0]}" = 0 ] || bad "rank 0's status is ${RANK_ST[0]}"
     local torn=0
