@@ -8,4 +8,4 @@ bin_PROGRAMS += tp-bench
 tp_bench_SOURCES = examples/tp_bench.c examples/bench/bench_schedule.h examples/bench/bench_tp_call.h
 tp_bench_LDADD = libtp.la
 EXTRA_DIST += examples/bench/coll_bench.sh examples/bench/mpi_coll_bench.c examples/bench/coll_hier_bench.sh
-EXTRA_DIST += examples/bench/tcp_bench.sh examples/bench/ab_bench.c examples/bench/bench_mpi_call.h
+EXTRA_DIST += examples/bench/tcp_bench.sh examples/bench/ab_bench.c examples/bench/ab_build.sh examples/bench/bench_mpi_call.h

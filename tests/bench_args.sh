@@ -78,17 +78,9 @@ expect_eq "tcp_bench.sh --same-process away from a build: message" "$(cat "$T/er
 # ab_bench (libtp and Open MPI in one job): its own options refused by name, then one short round of
 # tcp_bench.sh --same-process with each implementation's rows, the bare socket's among them
 if command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null && [ -e "$builddir/.libs/libtp.so" ]; then
-    AB="$T/ab_bench" src=$(cd "${srcdir:-.}" && pwd) libs=$(cd "$builddir/.libs" && pwd) san=
-    # built as tcp_bench.sh builds it: with ASan's runtime first where libtp has it, Open MPI's exit leaks not reported
-    case $(ldd "$libs/libtp.so" 2>/dev/null) in
-    *libasan*)
-        san=-fsanitize=address,undefined ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-        export ASAN_OPTIONS
-        ;;
-    esac
-    # shellcheck disable=SC2086
-    mpicc.openmpi -O2 $san -I "$src/include" -o "$AB" "$src/examples/bench/ab_bench.c" -L"$libs" -ltp \
-        -Wl,-rpath,"$libs" 2>"$T/err" || fail "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$T/err")"
+    AB="$T/ab_bench" src=$(cd "${srcdir:-.}" && pwd)
+    sh "$src/examples/bench/ab_build.sh" "$builddir/.libs" "$AB" 2>"$T/err" ||
+        fail "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$T/err")"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # a singleton MPI_Init, as root in CI
     for case in "--block 0|--block: expected 1 to 500, got \"0\"" "--block|--block needs a value" \
         "--floor|--floor: needs 2 ranks, not 1" "--bogus|unknown option \"--bogus\" (--help lists the options)"; do

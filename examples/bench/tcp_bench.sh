@@ -67,16 +67,7 @@ mpicc.openmpi -O2 -o "$work/ompi_bench" "$here/mpi_coll_bench.c" 2>"$work/cc.err
     die "mpicc.openmpi cannot build mpi_coll_bench.c: $(head -n 3 "$work/cc.err")"
 ab=()
 if [ "$same_process" = 1 ]; then
-    # A libtp built with --enable-sanitizers needs ASan's runtime first in the program too; Open MPI's own leaks at
-    # exit are not libtp's (every other test checks libtp's), so LeakSanitizer stays off in ab_bench.
-    san=()
-    case $(ldd ./.libs/libtp.so 2>/dev/null || true) in *libasan*) san=(-fsanitize=address,undefined) ;; esac
-    if [ ${#san[@]} -gt 0 ]; then # (not ldd | grep -q: under pipefail grep's early exit can fail the pipe)
-        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-        peer_args+=(-x ASAN_OPTIONS)
-    fi
-    mpicc.openmpi -O2 ${san[@]+"${san[@]}"} -I "$here/../../include" -o "$work/ab_bench" "$here/ab_bench.c" \
-        -L"$PWD/.libs" -ltp -Wl,-rpath,"$PWD/.libs" 2>"$work/cc.err" ||
+    sh "$here/ab_build.sh" ./.libs "$work/ab_bench" 2>"$work/cc.err" ||
         die "mpicc.openmpi cannot build ab_bench.c: $(head -n 3 "$work/cc.err")"
     ab=(--ours "$transport")
     [ "$transport" != tcp ] || [ "$ranks" != 2 ] || ab+=(--floor)
