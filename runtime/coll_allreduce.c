@@ -1,7 +1,8 @@
 /*
  * coll_allreduce.c: all_reduce and reduce_scatter in rank order. Each rank owns a slice; every rank sends its
- * piece of slice j to owner j, the owner adds the contributions 0..N-1 part by part as they land in scratch, and
- * (all_reduce) sends each reduced part to every rank as soon as it is done.
+ * piece of slice j to owner j, the owner adds the contributions 0..N-1 part by part as they land (one peer's in the
+ * owner's own output where it may, the others' in scratch), and (all_reduce) sends each reduced part to every rank
+ * as soon as it is done.
  */
 #include <string.h>
 
@@ -26,13 +27,36 @@ static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv
 }
 
 /*
+ * The peer whose contributions to this rank's slice land in dst itself, reduced where they lie (the host's reduce may
+ * write a source it reads), or -1: the first peer, where the buffers are the host's and dst lies apart from every
+ * piece (each is read, or sent, while the peer's bytes land). Its part slots in scratch are then never touched: a
+ * 2-rank all_reduce of 4 MiB over TCP took 0.73-0.87 of Open MPI's time against 0.87-0.95 landing in scratch, whose
+ * lines a rank otherwise fetches and writes back on every call (BENCHMARKS.md, "Twenty-fourth pass").
+ */
+static int land_peer(const coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, const uint8_t *dst)
+{
+    int me = c->comm->rank, n = c->comm->size;
+    size_t bytes = slice_count(sl, me) * sl->es;
+    if (c->dev->kind != TP_DEVICE_HOST || n < 2 || bytes == 0) return -1;
+    for (int j = 0; j < n; j++)
+        if (coll_overlap(dst, bytes, pieces[j], slice_count(sl, j) * sl->es)) return -1;
+    return me == 0 ? 1 : 0;
+}
+
+/* Where part k of peer p's contribution lands: dst's part k for the landing peer lp, else a slot of scratch. */
+static uint8_t *part_at(coll_call_t *c, uint8_t *dst, int lp, int p, size_t k, size_t pbytes)
+{
+    return p == lp ? dst + k * pbytes : coll_slot(c, p, (int)(k % COLL_WINDOW));
+}
+
+/*
  * The scatter-reduce core: pieces[j] is this rank's contribution to slice j, dst where this rank's reduced slice
  * goes. With gather set, each reduced part also goes to every rank, and the other slices land in dst_all.
  */
-static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, void *dst,
+static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, uint8_t *dst,
                                   int gather, uint8_t *dst_all)
 {
-    int me = c->comm->rank, n = c->comm->size;
+    int me = c->comm->rank, n = c->comm->size, lp = land_peer(c, pieces, sl, dst);
     coll_state_t *cs = c->cs;
     size_t es = sl->es, pe = sl->pe, pbytes = pe * es;
     size_t mine = slice_count(sl, me), parts = slice_parts(mine, pe);
@@ -41,8 +65,8 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
     for (int p = 0; p < n && s == TP_OK; p++) {
         if (p == me) continue;
         for (size_t k = 0; k < parts && k < COLL_WINDOW && s == TP_OK; k++) {
-            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, 0, coll_slot(c, p, (int)k), slice_part_elems(mine, pe, k) * es,
-                                                (uint32_t)k, pbytes);
+            rx[p * COLL_WINDOW + k] = coll_xfer(c, p, 0, 0, part_at(c, dst, lp, p, k, pbytes),
+                                                slice_part_elems(mine, pe, k) * es, (uint32_t)k, pbytes);
             s = coll_post(c, rx[p * COLL_WINDOW + k]);
         }
         size_t theirs = slice_count(sl, p);
@@ -70,9 +94,8 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
             continue;
         }
         for (int p = 0; p < n; p++)
-            cs->srcs[p] = (p == me ? pieces[me] + k * pbytes : coll_slot(c, p, (int)k)) + red * es;
-        s = c->dev->reduce(c->id.dtype, c->id.op, (uint8_t *)dst + k * pbytes + red * es, cs->srcs, n, have - red,
-                           NULL);
+            cs->srcs[p] = (p == me ? pieces[me] + k * pbytes : part_at(c, dst, lp, p, k, pbytes)) + red * es;
+        s = c->dev->reduce(c->id.dtype, c->id.op, dst + k * pbytes + red * es, cs->srcs, n, have - red, NULL);
         if (s != TP_OK) break;
         red = have;
         for (int p = 0; p < n && gather; p++)
@@ -85,6 +108,7 @@ static tp_status_t scatter_reduce(coll_call_t *c, const uint8_t *const *pieces, 
             else if (k + COLL_WINDOW < parts) {
                 size_t k2 = k + COLL_WINDOW;
                 x->len = slice_part_elems(mine, pe, k2) * es;
+                x->buf = part_at(c, dst, lp, p, k2, pbytes);
                 x->first_part = (uint32_t)k2;
                 s = coll_post(c, x);
             }
