@@ -30,7 +30,7 @@ static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv
  * The peer whose contributions to this rank's slice land in dst itself, reduced where they lie (the host's reduce may
  * write a source it reads), or -1: the first peer, where the buffers are the host's and dst lies apart from every
  * piece (each is read, or sent, while the peer's bytes land). Its part slots in scratch are then never touched: a
- * 2-rank all_reduce of 4 MiB over TCP took 0.73-0.87 of Open MPI's time against 0.87-0.95 landing in scratch, whose
+ * 2-rank all_reduce of 4 MiB over TCP took 0.75-0.91 of Open MPI's time against 0.87-1.15 landing in scratch, whose
  * lines a rank otherwise fetches and writes back on every call (BENCHMARKS.md, "Twenty-fourth pass").
  */
 static int land_peer(const coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, const uint8_t *dst)
