@@ -61,7 +61,8 @@ fence_end() {
         pass "$1 ($n of 3)" || fail "$1: status $2, $n of 3 with the error, $((all ? 3 : 1)) wanted: $out"
 }
 
-# A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's PROC-ABORTED), never hangs.
+# A fence with a dead rank (it died after a first fence) ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's
+# PROC-ABORTED), never hangs.
 step "A fence with a dead rank ends with an error (PMIx's own PARTIAL-SUCCESS or tprun's..."
 out=$(tprun_pmix 30 --pmix -n 4 "$CLIENT" dies 3 2>&1)
 fence_end "rank 3 dead: the others' fence ends with an error" $? 137 'fence with rank 3 dead: \(PROC-ABORTED\|PARTIAL SUCCESS\)$'

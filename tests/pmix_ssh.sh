@@ -71,7 +71,8 @@ echo "$out" | grep -q '^tprun: PMIx fence over ranks \* (#0) timed out: host c n
 [ -z "$(leftover)" ] && pass "no server directory left on any host after the jobs" ||
     fail "server directories left: $(leftover)"
 
-# Rank 3 (on b) dies before the fence: the ranks on a get an error from it at once, not a hang until the teardown.
+# Rank 3 (on b) dies between two fences: the ranks on a get an error from the second at once, not a hang until the
+# teardown.
 step "dies 3 -n 4 -H a:2,b:2"
 out=$(pmix_on_a -n 4 -H a:2,b:2 "$CLIENT" dies 3 2>&1)
 st=$?
