@@ -26,6 +26,16 @@ static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv
     return c->dev->reduce(c->id.dtype, c->id.op, recv, cs->srcs, n, count, NULL);
 }
 
+/* Whether this rank's output slice dst lies apart from every piece: a peer's bytes may land there while each piece is
+ * still read or sent. */
+static int dst_apart(const coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, const uint8_t *dst)
+{
+    size_t bytes = slice_count(sl, c->comm->rank) * sl->es;
+    for (int j = 0; j < c->comm->size; j++)
+        if (coll_overlap(dst, bytes, pieces[j], slice_count(sl, j) * sl->es)) return 0;
+    return 1;
+}
+
 /*
  * The peer whose contributions to this rank's slice land in dst itself, reduced where they lie (the host's reduce may
  * write a source it reads), or -1: the first peer, where the buffers are the host's and dst lies apart from every
@@ -36,10 +46,8 @@ static tp_status_t all_reduce_small(coll_call_t *c, const void *send, void *recv
 static int land_peer(const coll_call_t *c, const uint8_t *const *pieces, const slices_t *sl, const uint8_t *dst)
 {
     int me = c->comm->rank, n = c->comm->size;
-    size_t bytes = slice_count(sl, me) * sl->es;
-    if (c->dev->kind != TP_DEVICE_HOST || n < 2 || bytes == 0) return -1;
-    for (int j = 0; j < n; j++)
-        if (coll_overlap(dst, bytes, pieces[j], slice_count(sl, j) * sl->es)) return -1;
+    if (c->dev->kind != TP_DEVICE_HOST || n < 2 || slice_count(sl, me) == 0 || !dst_apart(c, pieces, sl, dst))
+        return -1;
     return me == 0 ? 1 : 0;
 }
 
@@ -163,10 +171,10 @@ static tp_status_t pair_reduce_deliver(void *arg, size_t off, const void *bytes,
 /* Where a piece the peer lends lands before it is reduced: dst itself, unless it overlaps a piece this rank still
  * needs (its own, in place) or lends (the peer's); else the scratch where it fits; else NULL (the transport's own
  * pieces). */
-static void *pair_land(coll_call_t *c, uint8_t *dst, const uint8_t *own, const uint8_t *lent, size_t n, size_t ln)
+static void *pair_land(coll_call_t *c, uint8_t *dst, const uint8_t *const *pieces, const slices_t *sl)
 {
-    if (!coll_overlap(dst, n, own, n) && !coll_overlap(dst, n, lent, ln)) return dst;
-    return n <= coll_scratch_bytes(c->cs) ? c->cs->scratch : NULL;
+    if (dst_apart(c, pieces, sl, dst)) return dst;
+    return slice_count(sl, c->comm->rank) * sl->es <= coll_scratch_bytes(c->cs) ? c->cs->scratch : NULL;
 }
 
 /* scatter_reduce for two ranks over a transport that lends what it receives (shared memory): one receive for the
@@ -185,7 +193,7 @@ static tp_status_t scatter_reduce_pair(coll_call_t *c, const uint8_t *const *pie
     if (rx == NULL) return TP_ERR_NO_MEMORY;
     rx->deliver = pair_reduce_deliver;
     rx->deliver_arg = &pr;
-    if (cls != NULL) rx->land = pair_land(c, dst, pieces[me], pieces[p], mine * es, theirs * es);
+    if (cls != NULL) rx->land = pair_land(c, dst, pieces, sl);
     tp_status_t s = coll_post(c, rx);
     if (s == TP_OK && gather)
         s = coll_post(c, coll_xfer(c, p, 0, 1, dst_all + slice_first(sl, p) * es, theirs * es, 0, pbytes));
