@@ -383,7 +383,12 @@ static tp_status_t recv_header(shm_peer_t *p, int rank, int *have)
     uint64_t before = cell_before(c);
     *have = v == c + 1;
     if (!*have && v != before) return shm_fail_position(p, rank, 0, "cell sequence word", v, before, c + 1);
-    if (*have) memcpy(p->hdr, p->in_cells[c % SHM_CELLS].body, SHM_CELL_BODY); /* private: what is checked is used */
+    if (*have) {
+        memcpy(p->hdr, p->in_cells[c % SHM_CELLS].body, SHM_CELL_BODY); /* private: what is checked is used */
+        /* The sender wrote the frame's other cells before this one: fetch them while the header is matched. */
+        uint64_t k = cells_for(tp_frame_bytes(p->hdr));
+        for (uint64_t i = 1; i < k; i++) __builtin_prefetch(&p->in_cells[(c + i) % SHM_CELLS]);
+    }
     p->hdr_have = *have;
     return TP_OK;
 }
