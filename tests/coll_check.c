@@ -353,6 +353,17 @@ static void run_mib(tp_comm_t *w)
     check_p2p(w, TP_BYTES, (1u << 20) + 1, 0);
 }
 
+/* Frames either side of shm's cell bounds (a cell holds 16 payload bytes beside the header, each next one 56) and
+ * of its inline limit (240 B; 632 B before): each size as one whole frame, by all_gather and send/recv. */
+static void run_cell_bounds(tp_comm_t *w)
+{
+    static const size_t bytes[] = {15, 16, 17, 71, 72, 73, 239, 240, 241, 631, 632, 633};
+    for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++) {
+        check_movement(w, TP_BYTES, bytes[i], (int)(i % 2));
+        check_p2p(w, TP_BYTES, bytes[i], (int)(i % 2));
+    }
+}
+
 /* big: slices of several parts too; p2p: the send/recv patterns too; quick: fewer types and sizes (sub-comms). */
 static void run_all(tp_comm_t *w, int big, int p2p, int quick)
 {
@@ -430,6 +441,7 @@ int main(int argc, char **argv)
     int conformance = argc > 1 && strcmp(argv[1], "--conformance") == 0;
     tp_mem = argc > 3 && strcmp(argv[2], "--mem") == 0 && strcmp(argv[3], "tp") == 0;
     run_all(w, big, conformance, 0);
+    run_cell_bounds(w);
     if (conformance) {
         run_mib(w);
         run_split(w);

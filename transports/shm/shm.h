@@ -22,7 +22,7 @@
 #define SHM_CELLS          64 /* cells per pair: a frame's header (and a small payload) moves in one cache line */
 #define SHM_CELL_BODY      (SHM_LINE - 8)                          /* a cell's bytes after its sequence word */
 #define SHM_CELL_FIRST     (SHM_CELL_BODY - TP_FRAME_HEADER_BYTES) /* payload bytes beside a frame's header */
-#define SHM_CELL_SPAN      12 /* most cells one frame takes: 632 B of payload inline; 1 KiB goes faster through the ring */
+#define SHM_CELL_SPAN      5 /* most cells one frame takes: 240 B of payload inline; from 256 B the ring is faster */
 #define SHM_INLINE_MAX     (SHM_CELL_FIRST + (SHM_CELL_SPAN - 1) * SHM_CELL_BODY) /* larger ones take the ring */
 
 /*

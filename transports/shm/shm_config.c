@@ -92,7 +92,7 @@ const tp_config_entry_t tp_shm_config[] = {
      "the peer where they lie, through its mapping of that memory, one copy instead of two through the ring; 0: never",
      check_map_bytes},
     {"TP_SHM_WRITE", "shm_write", TP_CONFIG_STRING, TP_CONFIG_USER, "auto",
-     "shm: how payloads of over 632 bytes are written into a peer's ring: cached (through this CPU's cache, which "
+     "shm: how payloads of over 240 bytes are written into a peer's ring: cached (through this CPU's cache, which "
      "the peer reads them from), streaming (x86-64 streaming stores, to memory) or auto (default: cached, and "
      "streaming for chunks of 32 KiB and more while timed cached writes show the peer's CPU far from this one's "
      "cache; see ENGINE.md)",
