@@ -199,7 +199,10 @@ static int forged_ways(const char *mode, int me, tp_comm_t *w)
             if (fuzz) word = (uint64_t)rand() << 40 ^ (uint64_t)rand() << 20 ^ (uint64_t)rand();
             atomic_store(&table->word[k], word);
         }
-        tp_status_t s = tp_all_gather(w, send, recv, count, TP_F32, NULL);
+        /* rank 1 reads the words only after rank 0 wrote them: without this, a rank 0 slowed by a loaded machine
+         * left rank 1 to read its own last choice instead, in more calls the busier the machine (182 by CMA) */
+        tp_status_t s = tp_barrier(w);
+        if (s == TP_OK) s = tp_all_gather(w, send, recv, count, TP_F32, NULL);
         if (s != TP_OK) {
             printf("rank %d: %s: call %d: %s: %s\n", me, mode, call, tp_status_string(s), tp_last_error());
             return 1;

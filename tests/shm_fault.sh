@@ -36,8 +36,8 @@ for mode in head cma via start mapfd mapoff cell seq tail cells fuzz; do
 done
 # The pair's leader (rank 0) writes its table of ways in rank 1's segment itself. ways: CMA for exchanges 1-200 (the
 # first twenty go two by two, CMA then the ring, and two in every 32 go the other way: 179 by CMA with the one before
-# the loop), then the ring for 201-400 (6 pairs of probes by CMA), so rank 1 sends 191 by CMA, give or take the
-# calls where it reads a word before rank 0 rewrites it.
+# the loop), then the ring for 201-400 (6 pairs of probes by CMA), so rank 1 sends 191 by CMA. Rank 0 rewrites the
+# words before a barrier that precedes each call; its own choices, made during a call, may still decide a call or so.
 # waysfuzz: random words; any way is safe. Both: every value right on both ranks.
 for mode in ways waysfuzz; do
     out=$(TP_LOG_LEVEL=debug TP_SHM_CMA_BYTES=auto TP_ERRORS=return timeout 60 "$TPRUN" -n 2 $PROG $mode 2>&1)
