@@ -6,8 +6,9 @@
  * executable) as if it were tp_mem_alloc memory, or from past the end of a real allocation of its, a forged header
  * in a cell, an impossible cell sequence word, an impossible consumed position or cell count (while rank 0 fills the
  * ring or the cells), or random bytes over all of rank 0's segment; rank 0's next call must fail with
- * TP_ERR_PROTOCOL (never read or write out of bounds). ways|waysfuzz: see forged_ways. leak: every rank checks that it maps and holds nothing under
- * /dev/shm, rank 0 prints every rank's pid, and all loop in all_reduce until the script SIGKILLs them.
+ * TP_ERR_PROTOCOL (never read or write out of bounds). ways|waysfuzz: see forged_ways. layout: see foreign_layout.
+ * leak: every rank checks that it maps and holds nothing under /dev/shm, rank 0 prints every rank's pid, and all loop
+ * in all_reduce until the script SIGKILLs them.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -244,6 +245,31 @@ static int unreadable_lent(int me, tp_comm_t *w)
     return bad;
 }
 
+/*
+ * layout, 2 ranks: rank 1 rewrites its own segment's magic as an older libtp build's ("tp-shm04") before rank 0 first
+ * maps it (rank 0 waits for the file "layout" that rank 1 then makes in $SHM_FAULT_DIR); rank 0's barrier, its first
+ * call, must fail, and its error name another build's layout.
+ */
+static int foreign_layout(int me, tp_comm_t *w)
+{
+    const char *dir = getenv("SHM_FAULT_DIR");
+    char path[512];
+    if (dir == NULL) return 1;
+    snprintf(path, sizeof(path), "%s/layout", dir);
+    if (me == 1) {
+        uint8_t *seg = segment_of(1);
+        int fd = -1;
+        if (seg == NULL || (((shm_ctl_t *)seg)->magic = SHM_MAGIC - 1, fd = open(path, O_CREAT | O_WRONLY, 0600)) < 0)
+            return 1;
+        close(fd);
+    }
+    for (int i = 0; me == 0 && i < 30000 && access(path, F_OK) != 0; i++) usleep(1000);
+    tp_status_t s = tp_barrier(w);
+    printf("rank %d: layout: %s: %s\n", me, tp_status_string(s), s != TP_OK ? tp_last_error() : "");
+    fflush(stdout);
+    return me == 0 && s == TP_OK;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || pipe(verdict_pipe) != 0) return 2;
@@ -268,6 +294,8 @@ int main(int argc, char **argv)
         while (!bad) bad = tp_all_reduce(w, x, x, count, TP_F32, TP_SUM, NULL) != TP_OK;
     } else if (strcmp(argv[1], "land") == 0) {
         bad = n != 2 || unreadable_lent(me, w);
+    } else if (strcmp(argv[1], "layout") == 0) {
+        bad = n != 2 || foreign_layout(me, w);
     } else if (strncmp(argv[1], "ways", 4) == 0) {
         bad = n != 2 || forged_ways(argv[1], me, w);
     } else {

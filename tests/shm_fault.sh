@@ -6,6 +6,7 @@
 # call fails with TP_ERR_PROTOCOL and no rank dies of a signal. A leader that writes its table of exchange ways
 # itself: the follower goes those ways, and random words leave every value right. A lent half of a 2-rank all_reduce
 # in memory its sender made unreadable: refused as the sender's protocol violation.
+# A rank whose segment is of another libtp build's layout: refused by name, and the job ends.
 # Every rank SIGKILLed mid-call: nothing is left in /dev/shm and no rank is left running.
 set -u
 TPRUN=${TPRUN:-./tprun}
@@ -69,6 +70,20 @@ elif [ "$st" -eq 0 ] && echo "$out" | grep -q "^rank 0: land: protocol violation
     echo "ok: land: a lent half rank 0 cannot read refused as rank 1's protocol violation, no rank died of a signal"
 else
     fail "land: status $st, not refused by name"
+    echo "$out" | grep -v " iface: " | tail -8
+fi
+# A segment of another libtp build (rank 1 rewrites its own magic as the layout's before this one): rank 0's first
+# call fails as rank 1's protocol violation, by name, and the job ends at once instead of rank 1 waiting for ever.
+dir=$(mktemp -d)
+out=$(SHM_FAULT_DIR=$dir TP_ERRORS=return timeout 30 "$TPRUN" -n 2 $PROG layout 2>&1)
+st=$?
+rm -rf "$dir"
+layout="its segment header is another libtp build's layout and protocol (not tp-shm05)"
+if [ "$st" -eq 0 ] && echo "$out" | grep -q "^rank 0: layout: protocol violation by a peer: .*$layout$" &&
+    ! echo "$out" | grep -q "signal"; then
+    echo "ok: layout: a segment of another build's layout refused as rank 1's protocol violation, the job ended"
+else
+    fail "layout: status $st, not refused by name"
     echo "$out" | grep -v " iface: " | tail -8
 fi
 before=$(ls -A /dev/shm | sort)

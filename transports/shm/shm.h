@@ -10,7 +10,8 @@
 
 #include "tp_provider.h"
 
-#define SHM_MAGIC          0x74702d73686d3034ULL /* "tp-shm04": a segment of this layout and protocol */
+#define SHM_MAGIC          0x74702d73686d3035ULL /* "tp-shm05": a segment of this layout and protocol */
+#define SHM_MAGIC_TEXT     "tp-shm05"
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_RING_WINDOW    65536 /* ring frames follow each other this far before going back to the ring's start */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */

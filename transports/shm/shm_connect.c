@@ -212,7 +212,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     shm_peer_t *p = &st->peers[r];
     shm_ident_t id;
     const char *what = "its published address";
-    int memfd = -1, saved = 0;
+    int memfd = -1, saved = 0, foreign = 0;
     size_t ring = shm_ring_bytes(st->size), want = SHM_SEG_BYTES(st->size, ring);
     if (ident_parse(address, &id) != 0) goto err;
     p->pid = id.pid;
@@ -234,11 +234,12 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     p->seg = m;
     p->seg_bytes = want;
     p->ctl = (shm_ctl_t *)p->seg;
-    what = "its segment header";
+    foreign = 1; /* what its header says is the peer's doing: a protocol violation, which the job names */
+    what = "its segment header is another libtp build's layout and protocol (not " SHM_MAGIC_TEXT ")";
     errno = EINVAL;
-    if (p->ctl->magic != SHM_MAGIC || p->ctl->rank != (uint32_t)r || p->ctl->size != (uint32_t)st->size ||
-        p->ctl->ring_bytes != ring)
-        goto err;
+    if (p->ctl->magic != SHM_MAGIC) goto err;
+    what = "its segment header names another rank, world size or ring size";
+    if (p->ctl->rank != (uint32_t)r || p->ctl->size != (uint32_t)st->size || p->ctl->ring_bytes != ring) goto err;
     close(memfd);
     p->out = (shm_chan_t *)(p->seg + SHM_CHAN_OFF(st->env.rank, ring));
     p->out_cells = (shm_cell_t *)(p->seg + SHM_CELLS_OFF(st->env.rank, ring));
@@ -276,6 +277,13 @@ err:
     }
     if (st->env.abandoned != NULL && st->env.abandoned(st->env.abandoned_ctx))
         return TP_ERR_PEER_FAILED; /* the job failed already (fate named it): a peer tearing down is no news */
+    if (foreign) { /* left to this rank alone, the peer would wait for it in its call for ever */
+        char blame[200];
+        tp_log(TP_LOG_ERROR, "shm", "rank %d (pid %d): %s: refused", r, id.pid, what);
+        snprintf(blame, sizeof(blame), "it broke the shared-memory protocol: %s", what);
+        tp_fate_blame(r, TP_ERR_PROTOCOL, blame);
+        return TP_ERR_PROTOCOL;
+    }
     if (saved == EBADF) { /* its fds are gone while it lives: it closed its transports (tp_finalize, or failing) */
         tp_log(TP_LOG_ERROR, "shm", "rank %d (pid %d) closed its shared memory before this rank connected to it", r,
                id.pid);
