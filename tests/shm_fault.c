@@ -258,9 +258,10 @@ static int foreign_layout(int me, tp_comm_t *w)
     snprintf(path, sizeof(path), "%s/layout", dir);
     if (me == 1) {
         uint8_t *seg = segment_of(1);
-        int fd = -1;
-        if (seg == NULL || (((shm_ctl_t *)seg)->magic = SHM_MAGIC - 1, fd = open(path, O_CREAT | O_WRONLY, 0600)) < 0)
-            return 1;
+        if (seg == NULL) return 1;
+        ((shm_ctl_t *)seg)->magic = shm_magic() - 1;
+        int fd = open(path, O_CREAT | O_WRONLY, 0600);
+        if (fd < 0) return 1;
         close(fd);
     }
     for (int i = 0; me == 0 && i < 30000 && access(path, F_OK) != 0; i++) usleep(1000);

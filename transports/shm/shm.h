@@ -10,8 +10,7 @@
 
 #include "tp_provider.h"
 
-#define SHM_MAGIC          0x74702d73686d3035ULL /* "tp-shm05": a segment of this layout and protocol */
-#define SHM_MAGIC_TEXT     "tp-shm05"
+#define SHM_MAGIC_TEXT     "tp-shm05" /* a segment of this layout and protocol; its 8 bytes are the magic (shm_magic) */
 #define SHM_CHUNK_BYTES    65536                 /* a sender publishes its head after each chunk, so copies overlap */
 #define SHM_RING_WINDOW    65536 /* ring frames follow each other this far before going back to the ring's start */
 #define SHM_CMA_BOUNCE     16384                 /* a lent receive's CMA frame is read through this much stack */
@@ -249,10 +248,20 @@ typedef struct shm_state {
 
 extern const tp_transport_ops_t tp_shm_ops;
 
+/* The segment magic: SHM_MAGIC_TEXT's 8 bytes, first byte highest. */
+static inline uint64_t shm_magic(void)
+{
+    uint64_t m = 0;
+    for (int i = 0; i < 8; i++) m = m << 8 | (uint8_t)SHM_MAGIC_TEXT[i];
+    return m;
+}
+
 /* shm_connect.c: maps peer r's segment (connections on demand: the first post to r) */
 tp_status_t shm_connect_peer(shm_state_t *st, int r);
 
-/* shm_progress.c */
+/* shm_progress.c; shm_fail: the pair broken with why (TP_ERR_PEER_FAILED: reported to fate; else the peer blamed
+ * through fate for what it wrote in shared memory, reason), which it returns */
+tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char *reason);
 tp_status_t shm_post(void *state, tp_xfer_t *x);
 tp_status_t shm_progress(void *state, int *moved);
 int shm_event_fds(void *state, struct pollfd *fds, int max);

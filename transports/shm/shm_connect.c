@@ -155,13 +155,13 @@ static tp_status_t shm_open_segment(const tp_transport_env_t *env, void **state,
     what = "eventfd";
     if ((st->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) goto err;
     st->ctl = (shm_ctl_t *)st->seg;
-    *st->ctl = (shm_ctl_t){.magic = SHM_MAGIC,
+    *st->ctl = (shm_ctl_t){.magic = shm_magic(),
                            .size = (uint32_t)env->size,
                            .rank = (uint32_t)env->rank,
                            .ring_bytes = shm_ring_bytes(env->size),
                            .seg_bytes = st->seg_bytes,
                            .probe_addr = (uint64_t)(uintptr_t)&st->probe,
-                           .probe_value = st->probe = SHM_MAGIC ^ (uint64_t)getpid()};
+                           .probe_value = st->probe = shm_magic() ^ (uint64_t)getpid()};
     st->uid = (unsigned)getuid();
     st->ipcns = ns_inode("/proc/self/ns/ipc");
     st->netns = ns_inode("/proc/self/ns/net");
@@ -237,7 +237,7 @@ static tp_status_t connect_peer(shm_state_t *st, int r, const char *address)
     foreign = 1; /* what its header says is the peer's doing: a protocol violation, which the job names */
     what = "its segment header is another libtp build's layout and protocol (not " SHM_MAGIC_TEXT ")";
     errno = EINVAL;
-    if (p->ctl->magic != SHM_MAGIC) goto err;
+    if (p->ctl->magic != shm_magic()) goto err;
     what = "its segment header names another rank, world size or ring size";
     if (p->ctl->rank != (uint32_t)r || p->ctl->size != (uint32_t)st->size || p->ctl->ring_bytes != ring) goto err;
     close(memfd);
@@ -277,13 +277,7 @@ err:
     }
     if (st->env.abandoned != NULL && st->env.abandoned(st->env.abandoned_ctx))
         return TP_ERR_PEER_FAILED; /* the job failed already (fate named it): a peer tearing down is no news */
-    if (foreign) { /* left to this rank alone, the peer would wait for it in its call for ever */
-        char blame[200];
-        tp_log(TP_LOG_ERROR, "shm", "rank %d (pid %d): %s: refused", r, id.pid, what);
-        snprintf(blame, sizeof(blame), "it broke the shared-memory protocol: %s", what);
-        tp_fate_blame(r, TP_ERR_PROTOCOL, blame);
-        return TP_ERR_PROTOCOL;
-    }
+    if (foreign) return shm_fail(p, r, TP_ERR_PROTOCOL, what); /* else the peer would wait in its call for ever */
     if (saved == EBADF) { /* its fds are gone while it lives: it closed its transports (tp_finalize, or failing) */
         tp_log(TP_LOG_ERROR, "shm", "rank %d (pid %d) closed its shared memory before this rank connected to it", r,
                id.pid);

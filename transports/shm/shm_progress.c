@@ -109,7 +109,7 @@ static tp_status_t cells_get(tp_xfer_t *x, const shm_cell_t *cells, uint64_t c, 
 }
 
 /* A lost peer ends both directions; a refused frame only the one from it (a desync report can still go out). */
-static tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char *reason)
+tp_status_t shm_fail(shm_peer_t *p, int rank, tp_status_t why, const char *reason)
 {
     if (why == TP_ERR_PEER_FAILED && p->send_broken == TP_OK) p->send_broken = why;
     if (p->broken != TP_OK) return why;
